@@ -1,0 +1,2 @@
+#include "CSwitchboardShims.h"
+int switchboard_shims_version(void) { return 1; }
