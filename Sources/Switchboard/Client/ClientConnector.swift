@@ -1,0 +1,252 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Foundation
+import Synchronization
+import SwitchboardCore
+
+/// Opens one client connection: TCP connect (each resolved address in turn, with a timeout),
+/// optional TLS, the HTTP upgrade, then hands the socket to a ``WebSocketConnection``.
+/// Lives on one loop; every method but ``connect(_:group:)`` runs on it.
+final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
+    // Safety: all mutable state is touched only on `loop`'s thread.
+
+    private let loop: EventLoop
+    private let options: WebSocketClientOptions
+    private var addresses: [SocketAddress] = []
+    private var index = 0
+    private var lastError: SwitchboardError?
+    private var continuation: CheckedContinuation<WebSocketConnection, Error>?
+    private var fd: Int32 = -1
+    private var watcher: ConnectWatcher?
+    private var channel: SocketChannel?
+    private var timer: EventLoopTimer?
+    private var handshake: WebSocketClientHandshake
+    private var parser = HTTPResponseParser()
+    private var rejected: (status: Int, body: [UInt8], remaining: Int?)?
+
+    private init(loop: EventLoop, options: WebSocketClientOptions, handshake: WebSocketClientHandshake) {
+        self.loop = loop
+        self.options = options
+        self.handshake = handshake
+    }
+
+    /// Connects, or throws ``SwitchboardError`` (dns, connect, tls, handshakeRejected, handshakeFailed,
+    /// timedOut, cancelled). Cancellation closes the socket promptly.
+    static func connect(_ options: WebSocketClientOptions, group: EventLoopGroup) async throws -> WebSocketConnection {
+        var key = [UInt8](repeating: 0, count: 16)
+        var rng = SystemRandomNumberGenerator()
+        for i in 0..<16 { key[i] = rng.next() }
+        let handshake: WebSocketClientHandshake
+        do {
+            handshake = try WebSocketClientHandshake(host: options.hostHeader, path: options.target, key: key,
+                                                     origin: options.origin, subprotocols: options.subprotocols,
+                                                     extraHeaders: options.headers)
+        } catch {
+            throw SwitchboardError.invalidArgument(error.description)
+        }
+        let resolveHost = options.host.hasPrefix("[") && options.host.hasSuffix("]")
+            ? String(options.host.dropFirst().dropLast()) : options.host
+        let addresses = try await SocketAddress.resolve(host: resolveHost, port: options.port)
+        try Task.checkCancellation()
+        let loop = group.next()
+        let connector = ClientConnector(loop: loop, options: options, handshake: handshake)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<WebSocketConnection, Error>) in
+                loop.execute {
+                    connector.continuation = c
+                    connector.addresses = addresses
+                    connector.tryNextAddress()
+                }
+            }
+        } onCancel: {
+            loop.execute { connector.finish(.failure(SwitchboardError.cancelled)) }
+        }
+    }
+
+    // MARK: TCP
+
+    private func tryNextAddress() {
+        guard continuation != nil else { return }
+        guard index < addresses.count else {
+            finish(.failure(lastError ?? .connect(SocketError(errno: ECONNREFUSED, operation: "connect"),
+                                                  address: "\(options.host):\(options.port)")))
+            return
+        }
+        let address = addresses[index]
+        index += 1
+        do {
+            fd = try Socket.makeTCP(family: address.family)
+            Socket.setNoDelay(fd)
+            switch try Socket.connect(fd, to: address) {
+            case .connected:
+                connected()
+            case .inProgress:
+                let w = ConnectWatcher(loop: loop, fd: fd) { [self] err in
+                    watcher = nil
+                    if err == 0 {
+                        connected()
+                    } else {
+                        connectFailed(SocketError(errno: err, operation: "connect"), address: address)
+                    }
+                }
+                watcher = w
+                try w.start()
+                armTimer("connect to \(address)") { [self] in
+                    watcher?.finish(ETIMEDOUT)
+                }
+            }
+        } catch {
+            connectFailed(error, address: address)
+        }
+    }
+
+    private func connectFailed(_ e: SocketError, address: SocketAddress) {
+        timer?.cancel()
+        if fd >= 0 { Socket.close(fd); fd = -1 }
+        lastError = e.errno == ETIMEDOUT
+            ? .timedOut("connect to \(address)")
+            : .connect(e, address: address.description)
+        tryNextAddress()
+    }
+
+    private func armTimer(_ what: String, _ body: @escaping () -> Void) {
+        timer?.cancel()
+        let duration = what.hasPrefix("connect") ? options.connectTimeout : options.configuration.handshakeTimeout
+        timer = loop.schedule(after: duration, body)
+    }
+
+    // MARK: TLS and HTTP upgrade
+
+    private func connected() {
+        timer?.cancel()
+        var session: TLSSession?
+        if options.useTLS {
+            do {
+                let context = try TLSContextCache.client(options.tls)
+                session = try TLSSession(clientWith: context, serverName: options.tls.serverNameOverride ?? options.host)
+            } catch {
+                Socket.close(fd)
+                fd = -1
+                finish(.failure(SwitchboardError.tls(error.description)))
+                return
+            }
+        }
+        let channel = SocketChannel(loop: loop, fd: fd, tls: session)
+        fd = -1  // owned by the channel now
+        self.channel = channel
+        channel.delegate = self
+        armTimer("WebSocket handshake") { [self] in
+            finish(.failure(SwitchboardError.timedOut("WebSocket opening handshake")))
+        }
+        do {
+            try channel.activate { [self] error in
+                if let error {
+                    finish(.failure(error))
+                } else {
+                    channel.write(handshake.requestBytes)
+                }
+            }
+        } catch {
+            finish(.failure(SwitchboardError.io(error)))
+        }
+    }
+
+    func channelRead(_ bytes: UnsafeRawBufferPointer) {
+        guard continuation != nil, let channel else { return }
+        if rejected != nil {
+            collectBody(bytes)
+            return
+        }
+        let result: HTTPParseResult<HTTPResponseHead>
+        do {
+            result = try parser.parse(bytes)
+        } catch {
+            finish(.failure(SwitchboardError.handshakeFailed("invalid HTTP response: \(error)")))
+            return
+        }
+        guard case .complete(let head, let consumed) = result else { return }
+        let rest = UnsafeRawBufferPointer(rebasing: bytes[consumed...])
+        if head.status != 101 {
+            let length = head.headers["content-length"].flatMap { Int($0) }
+            rejected = (head.status, [], length)
+            collectBody(rest)
+            return
+        }
+        let subprotocol: String?
+        do {
+            subprotocol = try handshake.validate(head)
+        } catch {
+            finish(.failure(SwitchboardError.handshakeFailed(error.description)))
+            return
+        }
+        timer?.cancel()
+        let connection = WebSocketConnection(channel: channel, role: .client, subprotocol: subprotocol,
+                                             request: nil, configuration: options.configuration)
+        let leftover = [UInt8](rest)
+        self.channel = nil
+        connection.start(leftover: leftover)
+        finish(.success(connection))
+    }
+
+    /// Keeps up to 64 KiB of a rejection's body for the error.
+    private func collectBody(_ bytes: UnsafeRawBufferPointer) {
+        guard var r = rejected else { return }
+        let room = max(0, 65_536 - r.body.count)
+        r.body.append(contentsOf: bytes.prefix(room))
+        rejected = r
+        if let length = r.remaining, r.body.count >= min(length, 65_536) {
+            finishRejected()
+        } else if r.body.count >= 65_536 {
+            finishRejected()
+        }
+    }
+
+    private func finishRejected() {
+        guard let r = rejected else { return }
+        finish(.failure(SwitchboardError.handshakeRejected(status: r.status, body: String(decoding: r.body, as: UTF8.self))))
+    }
+
+    func channelEOF() {
+        if rejected != nil { finishRejected(); return }
+        finish(.failure(SwitchboardError.handshakeFailed("connection closed during the opening handshake")))
+    }
+
+    func channelFailed(_ error: SwitchboardError) {
+        if rejected != nil { finishRejected(); return }
+        finish(.failure(error))
+    }
+
+    func channelWritable() {}
+
+    private func finish(_ result: Result<WebSocketConnection, SwitchboardError>) {
+        timer?.cancel()
+        timer = nil
+        guard let c = continuation else { return }
+        continuation = nil
+        if case .failure = result {
+            watcher?.finish(ECANCELED)
+            if fd >= 0 { Socket.close(fd); fd = -1 }
+            channel?.close()
+            channel = nil
+        }
+        c.resume(with: result.mapError { $0 as Error })
+    }
+}
+
+/// One `SSL_CTX` per distinct client TLS configuration (loading the trust store is costly).
+enum TLSContextCache {
+    private static let cache = Mutex<[(TLSConfiguration, TLSContext)]>([])
+
+    static func client(_ configuration: TLSConfiguration) throws(TLSError) -> TLSContext {
+        try cache.withLock { entries throws(TLSError) -> TLSContext in
+            if let hit = entries.first(where: { $0.0 == configuration }) { return hit.1 }
+            let ctx = try TLSContext.client(configuration)
+            entries.append((configuration, ctx))
+            if entries.count > 16 { entries.removeFirst() }
+            return ctx
+        }
+    }
+}

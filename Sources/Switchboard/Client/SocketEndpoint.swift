@@ -1,0 +1,143 @@
+import Foundation
+import SwitchboardCore
+
+/// Where and how to open a WebSocket connection.
+///
+/// Conform an enum or struct to describe your service's environments; only ``host`` is
+/// required, everything else has a default. Query values are percent-encoded with the RFC 3986
+/// unreserved set; header values containing CR or LF are rejected when connecting.
+public protocol SocketEndpoint: Sendable {
+    /// `.ws` or `.wss` (default `.wss`).
+    var scheme: SocketScheme { get }
+    var host: String { get }
+    /// Default: 80 for `ws`, 443 for `wss`.
+    var port: Int { get }
+    /// Request path, starting with `/` (default `/`). Not percent-encoded for you: pass it encoded.
+    var path: String { get }
+    /// Query items appended to the path, encoded with the RFC 3986 unreserved set.
+    var queryItems: [(name: String, value: String)] { get }
+    /// Extra request headers (e.g. `Authorization`). Values are never logged.
+    var headers: [(name: String, value: String)] { get }
+    /// Client TLS settings for `wss` (default: verify chain and hostname against the system store).
+    var tls: TLSConfiguration { get }
+    /// Subprotocols to offer, in preference order.
+    var subprotocols: [String] { get }
+    /// `Origin` header to send, if any.
+    var origin: String? { get }
+    /// TCP connect timeout per address (default 10 s).
+    var connectTimeout: Duration { get }
+    /// Limits and timeouts of the connection.
+    var configuration: WebSocketConfiguration { get }
+}
+
+/// `ws` (plain TCP) or `wss` (TLS).
+public enum SocketScheme: String, Sendable {
+    case ws, wss
+}
+
+extension SocketEndpoint {
+    public var scheme: SocketScheme { .wss }
+    public var port: Int { scheme == .wss ? 443 : 80 }
+    public var path: String { "/" }
+    public var queryItems: [(name: String, value: String)] { [] }
+    public var headers: [(name: String, value: String)] { [] }
+    public var tls: TLSConfiguration { .default }
+    public var subprotocols: [String] { [] }
+    public var origin: String? { nil }
+    public var connectTimeout: Duration { .seconds(10) }
+    public var configuration: WebSocketConfiguration { .default }
+
+    /// Path plus encoded query: what goes on the request line.
+    public var requestTarget: String {
+        var target = path.isEmpty ? "/" : path
+        let items = queryItems
+        if !items.isEmpty {
+            target += target.contains("?") ? "&" : "?"
+            target += items.map { "\(PercentEncoding.encode($0.name))=\(PercentEncoding.encode($0.value))" }
+                .joined(separator: "&")
+        }
+        return target
+    }
+
+    func clientOptions() throws(SwitchboardError) -> WebSocketClientOptions {
+        guard !host.isEmpty else { throw .invalidArgument("endpoint host is empty") }
+        guard (1...65535).contains(port) else { throw .invalidArgument("endpoint port \(port) out of range") }
+        guard path.isEmpty || path.hasPrefix("/") else { throw .invalidArgument("endpoint path must start with /") }
+        for (name, value) in headers {
+            if name.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 || $0 == 58 || $0 == 32 }) || name.isEmpty {
+                throw .invalidArgument("invalid header name \(name.debugDescription)")
+            }
+            if value.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) {
+                throw .invalidArgument("header \(name) contains CR, LF or NUL")
+            }
+        }
+        return WebSocketClientOptions(host: host, port: port, useTLS: scheme == .wss, target: requestTarget,
+                                      headers: headers.map { ($0.name, $0.value) }, subprotocols: subprotocols,
+                                      origin: origin, tls: tls, connectTimeout: connectTimeout,
+                                      configuration: configuration)
+    }
+}
+
+/// RFC 3986 percent-encoding.
+public enum PercentEncoding {
+    /// Encodes every byte outside the unreserved set `A–Z a–z 0–9 - . _ ~`.
+    public static func encode(_ string: String) -> String {
+        var out = ""
+        out.reserveCapacity(string.utf8.count)
+        let hex: [Character] = Array("0123456789ABCDEF")
+        for b in string.utf8 {
+            switch b {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
+                 UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.append(Character(UnicodeScalar(b)))
+            default:
+                out.append("%")
+                out.append(hex[Int(b >> 4)])
+                out.append(hex[Int(b & 0xF)])
+            }
+        }
+        return out
+    }
+}
+
+/// A ready-made endpoint from a `ws://` or `wss://` URL.
+public struct WebSocketURLEndpoint: SocketEndpoint {
+    public var scheme: SocketScheme
+    public var host: String
+    public var port: Int
+    public var path: String
+    public var queryItems: [(name: String, value: String)]
+    public var headers: [(name: String, value: String)]
+    public var tls: TLSConfiguration
+    public var subprotocols: [String]
+    public var origin: String?
+    public var connectTimeout: Duration
+    public var configuration: WebSocketConfiguration
+
+    /// Parses `ws[s]://host[:port][/path][?query]`. The path and query are kept as written
+    /// (already encoded); add more with ``queryItems``.
+    public init(url: String, headers: [(name: String, value: String)] = [], tls: TLSConfiguration = .default,
+                subprotocols: [String] = [], origin: String? = nil, connectTimeout: Duration = .seconds(10),
+                configuration: WebSocketConfiguration = .default) throws(SwitchboardError) {
+        guard let components = URLComponents(string: url), let schemeText = components.scheme?.lowercased(),
+              let scheme = SocketScheme(rawValue: schemeText) else {
+            throw .invalidArgument("not a ws:// or wss:// URL: \(url)")
+        }
+        guard let host = components.host, !host.isEmpty else { throw .invalidArgument("URL has no host: \(url)") }
+        guard components.fragment == nil else { throw .invalidArgument("WebSocket URLs cannot have a fragment") }
+        self.scheme = scheme
+        self.host = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
+        self.port = components.port ?? (scheme == .wss ? 443 : 80)
+        let encodedPath = components.percentEncodedPath
+        let query = components.percentEncodedQuery
+        self.path = (encodedPath.isEmpty ? "/" : encodedPath) + (query.map { "?\($0)" } ?? "")
+        self.queryItems = []
+        self.headers = headers
+        self.tls = tls
+        self.subprotocols = subprotocols
+        self.origin = origin
+        self.connectTimeout = connectTimeout
+        self.configuration = configuration
+    }
+}

@@ -1,0 +1,23 @@
+import SwitchboardCore
+
+/// Everything needed to open one client connection (what a ``SocketEndpoint`` resolves to).
+struct WebSocketClientOptions: Sendable {
+    var host: String
+    var port: Int
+    var useTLS: Bool
+    /// Request target: path plus optional `?query`, already percent-encoded.
+    var target: String
+    var headers: [(String, String)]
+    var subprotocols: [String]
+    var origin: String?
+    var tls: TLSConfiguration
+    var connectTimeout: Duration
+    var configuration: WebSocketConfiguration
+
+    /// Host header value: brackets for IPv6 literals, port only when not the scheme default.
+    var hostHeader: String {
+        let h = host.contains(":") ? "[\(host)]" : host
+        let defaultPort = useTLS ? 443 : 80
+        return port == defaultPort ? h : "\(h):\(port)"
+    }
+}

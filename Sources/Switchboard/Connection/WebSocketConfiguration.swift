@@ -1,0 +1,47 @@
+import SwitchboardCore
+
+/// Every limit and timeout of a WebSocket connection, in one value (client and server).
+public struct WebSocketConfiguration: Sendable, Equatable {
+    /// Frame and message size limits enforced by the protocol core (defaults 16 MiB each:
+    /// large enough for real payloads, small enough that one peer cannot exhaust memory).
+    public var protocolLimits: WebSocketProtocolLimits = .default
+
+    /// Longest line accepted by the newline-delimited API (default 1 MiB). A longer line fails
+    /// the connection with close code 1009 rather than growing a buffer without bound.
+    public var maxLineLength: Int = 1 << 20
+
+    /// Whether empty lines are delivered by ``WebSocketConnection/lines()`` (default: skipped,
+    /// they carry nothing in newline-delimited JSON).
+    public var emptyLines: LineBuffer.EmptyLinePolicy = .skip
+
+    /// Bytes of received, undelivered messages above which the connection stops reading the
+    /// socket (default 1 MiB); reading resumes below ``inboundLowWaterMark`` (default 256 KiB).
+    public var inboundHighWaterMark: Int = 1 << 20
+    public var inboundLowWaterMark: Int = 256 << 10
+
+    /// Bytes queued for the socket above which `send` waits (or fails, see ``sendPolicy``)
+    /// (default 1 MiB); waiting senders resume below ``outboundLowWaterMark`` (default 256 KiB).
+    public var outboundHighWaterMark: Int = 1 << 20
+    public var outboundLowWaterMark: Int = 256 << 10
+
+    /// What `send` does when the outbound queue is above its high-water mark.
+    public enum SendPolicy: Sendable, Equatable {
+        /// Suspend the sender until the queue drains (default): no data lost, no unbounded growth.
+        case suspend
+        /// Throw ``SwitchboardError`` of kind `.limitExceeded` at once.
+        case fail
+    }
+    public var sendPolicy: SendPolicy = .suspend
+
+    /// How long to wait for the peer's close frame (and, for clients, the server's TCP close)
+    /// after we sent ours, before dropping the TCP connection (default 10 s, RFC 6455 §7.1.1
+    /// leaves it to the implementation).
+    public var closeTimeout: Duration = .seconds(10)
+
+    /// How long the opening handshake (TCP connect excluded for clients) may take (default 10 s).
+    public var handshakeTimeout: Duration = .seconds(10)
+
+    public init() {}
+
+    public static let `default` = WebSocketConfiguration()
+}

@@ -1,0 +1,434 @@
+import Foundation
+import Synchronization
+import SwitchboardCore
+
+/// One open WebSocket connection, client or server side.
+///
+/// An actor that runs on its connection's ``EventLoop`` (the loop is its executor), so bytes
+/// read from the socket are parsed and delivered without a thread hop. It owns the protocol
+/// state machine, a bounded inbound queue (reading stops above the high-water mark: the peer's
+/// TCP window fills instead of our memory), and the outbound queue.
+///
+/// Receive with ``lines()`` (newline-delimited, one `Data` per line) **or** ``messages()`` /
+/// ``receive()`` (whole messages): both draw from the same queue, so use one per connection.
+/// The streams finish when the connection closes; ``closeStatus`` and ``error`` tell why.
+public actor WebSocketConnection {
+    /// A process-unique id, used in logs.
+    public nonisolated let id: UInt64
+    public nonisolated let role: WebSocketRole
+    /// The subprotocol both sides agreed on, if any.
+    public nonisolated let subprotocol: String?
+    /// Server side: the upgrade request (path, query, headers).
+    public nonisolated let request: WebSocketUpgradeRequest?
+    /// Server side: what the authentication hook attached (e.g. the user id).
+    public nonisolated let userInfo: [String: String]
+    nonisolated let loop: EventLoop
+    nonisolated let channel: SocketChannel
+    public nonisolated let configuration: WebSocketConfiguration
+
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+
+    private var proto: WebSocketProtocol
+    private var rng = SystemRandomNumberGenerator()
+    private var inbound = RingBuffer<WebSocketMessage>()
+    private var inboundBytes = 0
+    private var lineBuffer: LineBuffer
+    private var messageWaiter: CheckedContinuation<WebSocketMessage?, Never>?
+    private var sendWaiters: [CheckedContinuation<Void, Never>] = []
+    private var closeWaiters: [CheckedContinuation<Void, Never>] = []
+    private var closeTimer: EventLoopTimer?
+    private var transportClosed = false
+    private var closeHandlers: [@Sendable (WebSocketCloseStatus) -> Void] = []
+    private let counters: ConnectionCounters?
+
+    /// Why the connection ended (nil while open): the close code and reason from the close
+    /// handshake, 1006 if the TCP connection ended without one, or the code we failed with.
+    public private(set) var closeStatus: WebSocketCloseStatus?
+    /// The error that ended the connection, if it did not end with a clean close handshake.
+    public private(set) var error: SwitchboardError?
+
+    private static let nextID = Atomic<UInt64>(1)
+
+    init(channel: SocketChannel, role: WebSocketRole, subprotocol: String?, request: WebSocketUpgradeRequest?,
+         configuration: WebSocketConfiguration, counters: ConnectionCounters? = nil,
+         userInfo: [String: String] = [:]) {
+        self.userInfo = userInfo
+        self.id = Self.nextID.wrappingAdd(1, ordering: .relaxed).oldValue
+        self.channel = channel
+        self.loop = channel.loop
+        self.role = role
+        self.subprotocol = subprotocol
+        self.request = request
+        self.configuration = configuration
+        self.counters = counters
+        self.proto = WebSocketProtocol(role: role, limits: configuration.protocolLimits)
+        self.lineBuffer = LineBuffer(maxLineLength: configuration.maxLineLength, emptyLines: configuration.emptyLines)
+        channel.highWaterMark = configuration.outboundHighWaterMark
+        channel.lowWaterMark = configuration.outboundLowWaterMark
+    }
+
+    /// Takes over the channel (on the loop thread) and parses bytes that arrived with the handshake.
+    nonisolated func start(leftover: [UInt8]) {
+        loop.assertInEventLoop()
+        channel.delegate = self
+        assumeIsolated { conn in
+            if !leftover.isEmpty {
+                leftover.withUnsafeBytes { conn.handleRead($0) }
+            }
+        }
+    }
+
+    // MARK: Receiving
+
+    /// One element per received line (split on `\n` or `\r\n`, terminator removed), lines
+    /// spanning any number of messages. Finishes when the connection closes; a line longer than
+    /// ``WebSocketConfiguration/maxLineLength`` fails the connection with 1009. Cancelling the
+    /// consuming task finishes the stream and closes the connection with 1001.
+    public nonisolated func lines() -> AsyncStream<Data> {
+        AsyncStream(unfolding: { [self] in await self.nextLine() },
+                    onCancel: { [self] in Task { await self.close(code: .goingAway, reason: "") } })
+    }
+
+    /// One element per received message. Finishes when the connection closes.
+    public nonisolated func messages() -> AsyncStream<WebSocketMessage> {
+        AsyncStream(unfolding: { [self] in await self.receive() },
+                    onCancel: { [self] in Task { await self.close(code: .goingAway, reason: "") } })
+    }
+
+    /// The next whole message, or nil once the connection has closed and every received message
+    /// has been delivered.
+    public func receive() async -> WebSocketMessage? {
+        if let m = dequeue() { return m }
+        if transportClosed || proto.state == .closed { return nil }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<WebSocketMessage?, Never>) in
+                if let m = dequeue() {
+                    c.resume(returning: m)
+                } else if transportClosed || Task.isCancelled {
+                    c.resume(returning: nil)
+                } else {
+                    messageWaiter = c
+                }
+            }
+        } onCancel: { [self] in
+            loop.execute { self.assumeIsolated { $0.resumeMessageWaiter(nil) } }
+        }
+    }
+
+    /// The next line, or nil at the end (a final unterminated line is delivered first).
+    func nextLine() async -> Data? {
+        while true {
+            if let line = lineBuffer.nextLine() { return Data(line) }
+            guard let message = await receive() else {
+                if let rest = lineBuffer.finish() { return Data(rest) }
+                return nil
+            }
+            do {
+                switch message {
+                case .text(let bytes), .binary(let bytes): try lineBuffer.append(bytes)
+                }
+            } catch {
+                fail(.limitExceeded("line longer than \(configuration.maxLineLength) bytes"), code: .messageTooBig,
+                     reason: "line too long")
+                lineBuffer = LineBuffer(maxLineLength: configuration.maxLineLength, emptyLines: configuration.emptyLines)
+                inbound.removeAll()
+                inboundBytes = 0
+                return nil
+            }
+        }
+    }
+
+    private func dequeue() -> WebSocketMessage? {
+        guard let m = inbound.popFirst() else { return nil }
+        inboundBytes -= m.payloadCount
+        if inboundBytes <= configuration.inboundLowWaterMark && !transportClosed {
+            channel.setReading(true)
+        }
+        return m
+    }
+
+    private func resumeMessageWaiter(_ m: WebSocketMessage?) {
+        guard let w = messageWaiter else { return }
+        messageWaiter = nil
+        w.resume(returning: m)
+    }
+
+    fileprivate func handleRead(_ bytes: UnsafeRawBufferPointer) {
+        counters?.bytesIn(bytes.count)
+        var offset = 0
+        while let action = proto.nextAction(in: bytes, offset: &offset, using: &rng) {
+            switch action {
+            case .message(let message):
+                counters?.messageIn()
+                if let w = messageWaiter, inbound.isEmpty {
+                    messageWaiter = nil
+                    w.resume(returning: message)
+                } else {
+                    inbound.append(message)
+                    inboundBytes += message.payloadCount
+                    if inboundBytes > configuration.inboundHighWaterMark {
+                        channel.setReading(false)
+                    }
+                }
+            case .write(let frame):
+                channel.write(frame)
+            case .ping, .pong:
+                break
+            case .peerClosed(let status):
+                if closeStatus == nil { closeStatus = status }
+            case .closeTransport(let status):
+                protocolFinished(status)
+            }
+        }
+    }
+
+    private func protocolFinished(_ status: WebSocketCloseStatus) {
+        if closeStatus == nil || status.error != nil { closeStatus = status }
+        if let e = status.error, error == nil { error = .protocolViolation(e) }
+        switch role {
+        case .server:
+            channel.closeAfterFlush()
+            transportDidClose()
+        case .client:
+            // RFC 6455 §7.1.1: the server closes TCP first; wait for it, but not forever.
+            channel.flushNow()
+            if !channel.isClosed {
+                closeTimer?.cancel()
+                closeTimer = loop.schedule(after: configuration.closeTimeout) { [weak self] in
+                    guard let self else { return }
+                    self.assumeIsolated { conn in
+                        conn.channel.close()
+                        conn.transportDidClose()
+                    }
+                }
+            } else {
+                transportDidClose()
+            }
+        }
+    }
+
+    /// Marks the connection ended: wakes receivers (after queued messages), senders and closers.
+    private func transportDidClose() {
+        guard !transportClosed else { return }
+        transportClosed = true
+        closeTimer?.cancel()
+        closeTimer = nil
+        if closeStatus == nil {
+            closeStatus = proto.transportClosed()
+        }
+        if inbound.isEmpty { resumeMessageWaiter(nil) }
+        let senders = sendWaiters
+        sendWaiters = []
+        for s in senders { s.resume() }
+        let closers = closeWaiters
+        closeWaiters = []
+        for c in closers { c.resume() }
+        let status = closeStatus ?? WebSocketCloseStatus(code: .abnormalClosure, reason: "", error: nil)
+        let handlers = closeHandlers
+        closeHandlers = []
+        for h in handlers { h(status) }
+        counters?.connectionClosed()
+    }
+
+    // MARK: Sending
+
+    /// Sends a text message.
+    public func send(text: String) async throws(SwitchboardError) {
+        var text = text
+        try await text.withUTF8 { (buf) async throws(SwitchboardError) in
+            try await send(.text, UnsafeRawBufferPointer(buf))
+        }
+    }
+
+    /// Sends a binary message.
+    public func send(binary: Data) async throws(SwitchboardError) {
+        let bytes = [UInt8](binary)
+        try await bytes.withUnsafeBytes { (buf) async throws(SwitchboardError) in
+            try await send(.binary, buf)
+        }
+    }
+
+    /// Sends a message.
+    public func send(_ message: WebSocketMessage) async throws(SwitchboardError) {
+        switch message {
+        case .text(let b):
+            try await b.withUnsafeBytes { (buf) async throws(SwitchboardError) in try await send(.text, buf) }
+        case .binary(let b):
+            try await b.withUnsafeBytes { (buf) async throws(SwitchboardError) in try await send(.binary, buf) }
+        }
+    }
+
+    private func send(_ opcode: WebSocketOpcode, _ payload: UnsafeRawBufferPointer) async throws(SwitchboardError) {
+        try checkOpen()
+        if !channel.isWritable {
+            if configuration.sendPolicy == .fail {
+                throw .limitExceeded("outbound queue above \(configuration.outboundHighWaterMark) bytes",
+                                     closeCode: .tryAgainLater)
+            }
+            // Payload pointers don't survive suspension: callers' buffers are copied first.
+            let copy = [UInt8](payload)
+            while !channel.isWritable {
+                try checkOpen()
+                channel.requestWritableSignal()
+                await withCheckedContinuation { sendWaiters.append($0) }
+            }
+            try checkOpen()
+            try enqueueFrame(opcode, copy)
+            return
+        }
+        try enqueue(opcode, payload)
+    }
+
+    private func enqueueFrame(_ opcode: WebSocketOpcode, _ bytes: [UInt8]) throws(SwitchboardError) {
+        try bytes.withUnsafeBytes { (buf) throws(SwitchboardError) in try enqueue(opcode, buf) }
+    }
+
+    private func enqueue(_ opcode: WebSocketOpcode, _ payload: UnsafeRawBufferPointer) throws(SwitchboardError) {
+        do {
+            try proto.writeMessage(opcode, payload: payload, into: &channel.sendBuffer, using: &rng)
+        } catch {
+            throw closedError()
+        }
+        counters?.messageOut(bytes: payload.count)
+        channel.flushSoon()
+    }
+
+    /// Queues a message without waiting, for fan-out (topics): a subscriber whose outbound queue
+    /// is above its high-water mark is closed with 1013 instead of growing its buffer or
+    /// blocking the publisher. Returns whether the message was queued.
+    @discardableResult
+    func trySend(_ opcode: WebSocketOpcode, _ payload: UnsafeRawBufferPointer) -> Bool {
+        guard !transportClosed, proto.state == .open else { return false }
+        if !channel.isWritable {
+            counters?.slowConsumerClosed()
+            startClose(code: .tryAgainLater, reason: "slow consumer")
+            return false
+        }
+        return (try? enqueue(opcode, payload)) != nil
+    }
+
+    /// Sends a ping with up to 125 bytes of payload.
+    public func ping(_ payload: [UInt8] = []) throws(SwitchboardError) {
+        try checkOpen()
+        guard payload.count <= 125 else { throw .invalidArgument("ping payload longer than 125 bytes") }
+        do {
+            try proto.writePing(payload: payload, into: &channel.sendBuffer, using: &rng)
+        } catch {
+            throw closedError()
+        }
+        channel.flushSoon()
+    }
+
+    private func checkOpen() throws(SwitchboardError) {
+        if transportClosed || proto.state != .open { throw closedError() }
+    }
+
+    private func closedError() -> SwitchboardError {
+        if let error { return error }
+        if let s = closeStatus { return .closed(code: s.code, reason: s.reason) }
+        return .closed(code: .normalClosure, reason: "closing")
+    }
+
+    // MARK: Closing
+
+    /// Starts the close handshake (if not already started) and waits until the connection has
+    /// closed, at most ``WebSocketConfiguration/closeTimeout`` after which TCP is dropped.
+    /// Idempotent: later calls just wait for the same end.
+    public func close(code: WebSocketCloseCode = .normalClosure, reason: String = "") async {
+        startClose(code: code, reason: reason)
+        if transportClosed { return }
+        await withCheckedContinuation { closeWaiters.append($0) }
+    }
+
+    /// Starts the close handshake without waiting.
+    func startClose(code: WebSocketCloseCode, reason: String) {
+        guard !transportClosed, proto.state == .open else { return }
+        let code = code.isSendable ? code : .normalClosure
+        _ = try? proto.writeClose(code: code, reason: reason, into: &channel.sendBuffer, using: &rng)
+        channel.flushSoon()
+        closeTimer?.cancel()
+        closeTimer = loop.schedule(after: configuration.closeTimeout) { [weak self] in
+            guard let self else { return }
+            self.assumeIsolated { conn in
+                conn.error = conn.error ?? .timedOut("close handshake")
+                conn.channel.close()
+                conn.transportDidClose()
+            }
+        }
+    }
+
+    /// Fails the connection from our side (e.g. a limit of this layer was exceeded).
+    private func fail(_ error: SwitchboardError, code: WebSocketCloseCode, reason: String) {
+        if self.error == nil { self.error = error }
+        if closeStatus == nil { closeStatus = WebSocketCloseStatus(code: code, reason: reason, error: nil) }
+        startClose(code: code, reason: reason)
+    }
+
+    /// Registers a callback run once when the connection has closed.
+    func onClose(_ handler: @escaping @Sendable (WebSocketCloseStatus) -> Void) {
+        if transportClosed {
+            handler(closeStatus ?? WebSocketCloseStatus(code: .abnormalClosure, reason: "", error: nil))
+        } else {
+            closeHandlers.append(handler)
+        }
+    }
+
+    /// Whether the connection is still open for sending.
+    public var isOpen: Bool { !transportClosed && proto.state == .open }
+
+    /// Closes TCP at once, without a close handshake.
+    func abort() {
+        channel.close()
+        transportDidClose()
+    }
+}
+
+extension WebSocketConnection: SocketChannelDelegate {
+    nonisolated func channelRead(_ bytes: UnsafeRawBufferPointer) {
+        assumeIsolated { $0.handleRead(bytes) }
+    }
+
+    nonisolated func channelEOF() {
+        assumeIsolated { conn in
+            conn.channel.close()
+            conn.transportDidClose()
+        }
+    }
+
+    nonisolated func channelFailed(_ error: SwitchboardError) {
+        assumeIsolated { conn in
+            if conn.error == nil && conn.proto.state != .closed { conn.error = error }
+            conn.transportDidClose()
+        }
+    }
+
+    nonisolated func channelWritable() {
+        assumeIsolated { conn in
+            let waiters = conn.sendWaiters
+            conn.sendWaiters = []
+            for w in waiters { w.resume() }
+        }
+    }
+}
+
+extension WebSocketMessage {
+    /// Payload size in bytes.
+    public var payloadCount: Int {
+        switch self {
+        case .text(let b), .binary(let b): return b.count
+        }
+    }
+
+    /// The text of a text message (nil for binary).
+    public var text: String? {
+        if case .text(let b) = self { return String(decoding: b, as: UTF8.self) }
+        return nil
+    }
+
+    /// The payload as `Data`.
+    public var data: Data {
+        switch self {
+        case .text(let b), .binary(let b): return Data(b)
+        }
+    }
+}

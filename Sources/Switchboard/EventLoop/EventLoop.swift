@@ -1,0 +1,407 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Foundation
+import Synchronization
+
+/// Something registered with an ``EventLoop`` that wants to hear when its file descriptor is ready.
+///
+/// Called on the loop's thread only.
+protocol EventLoopIOHandler: AnyObject {
+    /// `events` is the epoll event mask (`EPOLLIN`, `EPOLLOUT`, `EPOLLERR`, `EPOLLHUP`, `EPOLLRDHUP`).
+    func handleIO(events: UInt32)
+}
+
+/// Something that wants to run once at the end of the current loop iteration (after every job
+/// and I/O event of the iteration), e.g. to flush queued frames with one `writev`.
+protocol EventLoopFlushable: AnyObject {
+    func flushAtEndOfIteration()
+}
+
+/// A thread running an epoll loop, and the serial executor of every connection actor living on it.
+///
+/// Connection actors use the loop as their `unownedExecutor`, and per-connection handler tasks
+/// prefer it as their task executor, so socket → parser → handler → send → socket stays on one
+/// thread with no hop per message. Readiness callbacks, timers and jobs all run on the loop thread.
+public final class EventLoop: @unchecked Sendable {
+    // Safety: fields marked "loop-confined" are only touched on the loop thread; the job queue
+    // and the sleeping flag are guarded by `shared`.
+
+    private struct Shared {
+        var jobs: [UnownedJob] = []
+        var closures: [@Sendable () -> Void] = []
+        var sleeping = false
+        var wakeupPending = false
+    }
+
+    let epollFD: Int32
+    private let wakeFD: Int32
+    private let shared = Mutex(Shared())
+    private let threadID = Atomic<UInt>(0)
+    /// Human-readable name, used for the thread name and in logs.
+    public let name: String
+
+    // Loop-confined state.
+    private var handlers: [EventLoopIOHandler?] = []
+    private var freeSlots: [Int] = []
+    private var timers = TimerHeap()
+    private var flushQueue: [EventLoopFlushable] = []
+    private var localJobs: [UnownedJob] = []
+    private var running = true
+    /// One large read buffer shared by every connection on this loop (loop-confined).
+    let readBuffer: UnsafeMutableRawBufferPointer
+    /// Size of the shared read buffer: large reads mean few syscalls per byte.
+    static let readBufferSize = 256 * 1024
+    /// Decrypted bytes of TLS connections land here (loop-confined).
+    let tlsPlaintextBuffer: UnsafeMutableRawBufferPointer
+
+    init(name: String) throws(SocketError) {
+        self.name = name
+        let ep = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard ep >= 0 else { throw SocketError(errno: errno, operation: "epoll_create1") }
+        let ev = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
+        guard ev >= 0 else {
+            let e = errno
+            close(ep)
+            throw SocketError(errno: e, operation: "eventfd")
+        }
+        epollFD = ep
+        wakeFD = ev
+        readBuffer = .allocate(byteCount: Self.readBufferSize, alignment: 16)
+        tlsPlaintextBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue
+        event.data.u64 = UInt64.max
+        _ = epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event)
+        let thread = Thread { [unowned self] in self.run() }
+        thread.name = name
+        thread.stackSize = 1 << 20
+        thread.start()
+        while threadID.load(ordering: .acquiring) == 0 { sched_yield() }
+    }
+
+    /// Whether the caller is running on this loop's thread.
+    public var inEventLoop: Bool {
+        threadID.load(ordering: .relaxed) == currentThreadID()
+    }
+
+    // MARK: Running work
+
+    /// Runs `work` on the loop thread (soon, never inline).
+    public func execute(_ work: @escaping @Sendable () -> Void) {
+        let wake = shared.withLock { s -> Bool in
+            s.closures.append(work)
+            return Self.claimWakeup(&s)
+        }
+        if wake { signalWakeup() }
+    }
+
+    private static func claimWakeup(_ s: inout Shared) -> Bool {
+        guard s.sleeping, !s.wakeupPending else { return false }
+        s.wakeupPending = true
+        return true
+    }
+
+    private func signalWakeup() {
+        var one: UInt64 = 1
+        _ = write(wakeFD, &one, 8)
+    }
+
+    fileprivate func enqueueJob(_ job: UnownedJob) {
+        if inEventLoop {
+            localJobs.append(job)
+            return
+        }
+        let wake = shared.withLock { s -> Bool in
+            s.jobs.append(job)
+            return Self.claimWakeup(&s)
+        }
+        if wake { signalWakeup() }
+    }
+
+    // MARK: Registration (loop thread only)
+
+    /// Registers `fd` for the given epoll events; returns a token for `modify`/`deregister`.
+    func register(fd: Int32, events: UInt32, handler: EventLoopIOHandler) throws(SocketError) -> Int {
+        assertInEventLoop()
+        let slot: Int
+        if let free = freeSlots.popLast() {
+            slot = free
+            handlers[slot] = handler
+        } else {
+            slot = handlers.count
+            handlers.append(handler)
+        }
+        var event = epoll_event()
+        event.events = events
+        event.data.u64 = UInt64(slot)
+        if epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event) != 0 {
+            let e = errno
+            handlers[slot] = nil
+            freeSlots.append(slot)
+            throw SocketError(errno: e, operation: "epoll_ctl(ADD)")
+        }
+        return slot
+    }
+
+    func modify(fd: Int32, slot: Int, events: UInt32) {
+        assertInEventLoop()
+        var event = epoll_event()
+        event.events = events
+        event.data.u64 = UInt64(slot)
+        _ = epoll_ctl(epollFD, EPOLL_CTL_MOD, fd, &event)
+    }
+
+    /// Removes `fd` from the poller. Call before closing the descriptor.
+    func deregister(fd: Int32, slot: Int) {
+        assertInEventLoop()
+        _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, nil)
+        if slot >= 0, slot < handlers.count {
+            handlers[slot] = nil
+            freeSlots.append(slot)
+        }
+    }
+
+    /// Asks for `flushable.flushAtEndOfIteration()` once this iteration's jobs and events are done.
+    func scheduleFlush(_ flushable: EventLoopFlushable) {
+        assertInEventLoop()
+        flushQueue.append(flushable)
+    }
+
+    // MARK: Timers (loop thread only)
+
+    /// Runs `body` on the loop after `delay`, unless the returned timer is cancelled first.
+    @discardableResult
+    func schedule(after delay: Duration, _ body: @escaping () -> Void) -> EventLoopTimer {
+        assertInEventLoop()
+        let timer = EventLoopTimer(deadline: Self.now() &+ delay.nanosecondsClamped, body: body)
+        timers.insert(timer)
+        return timer
+    }
+
+    /// Monotonic nanoseconds.
+    static func now() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
+    }
+
+    func assertInEventLoop(file: StaticString = #fileID, line: UInt = #line) {
+        assert(inEventLoop, "must be called on event loop \(name)", file: file, line: line)
+    }
+
+    // MARK: The loop
+
+    private func run() {
+        threadID.store(currentThreadID(), ordering: .releasing)
+        let maxEvents = 1024
+        let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: maxEvents)
+        defer { events.deallocate() }
+        while running {
+            runPendingWork()
+            let timeout: Int32
+            let hasWork = !localJobs.isEmpty || shared.withLock { s -> Bool in
+                let pending = !s.jobs.isEmpty || !s.closures.isEmpty
+                if !pending { s.sleeping = true }
+                return pending
+            }
+            if hasWork {
+                timeout = 0
+            } else if let deadline = timers.nextDeadline {
+                let now = Self.now()
+                timeout = deadline <= now ? 0 : Int32(clamping: (deadline - now + 999_999) / 1_000_000)
+            } else {
+                timeout = -1
+            }
+            let n = epoll_wait(epollFD, events, Int32(maxEvents), timeout)
+            shared.withLock { s in
+                s.sleeping = false
+                s.wakeupPending = false
+            }
+            if n > 0 {
+                for i in 0..<Int(n) {
+                    let ev = events[i]
+                    let slot = ev.data.u64
+                    if slot == UInt64.max {
+                        var value: UInt64 = 0
+                        _ = read(wakeFD, &value, 8)
+                        continue
+                    }
+                    guard slot < UInt64(handlers.count), let handler = handlers[Int(slot)] else { continue }
+                    handler.handleIO(events: ev.events)
+                }
+            }
+            fireTimers()
+        }
+        runPendingWork()
+        close(wakeFD)
+        close(epollFD)
+        readBuffer.deallocate()
+        tlsPlaintextBuffer.deallocate()
+    }
+
+    /// Stops the loop thread after the work already queued. Registered sockets are not closed:
+    /// close them first. Jobs enqueued afterwards never run.
+    public func shutdown() {
+        execute { [self] in running = false }
+    }
+
+    private func runPendingWork() {
+        // Bounded rounds so a busy loop still gets back to epoll (fairness for I/O).
+        var rounds = 0
+        repeat {
+            let (jobs, closures) = shared.withLock { s -> ([UnownedJob], [@Sendable () -> Void]) in
+                defer { s.jobs.removeAll(keepingCapacity: true); s.closures.removeAll(keepingCapacity: true) }
+                return (s.jobs, s.closures)
+            }
+            for c in closures { c() }
+            for j in jobs { run(j) }
+            var local = localJobs
+            localJobs = []
+            for j in local { run(j) }
+            local.removeAll(keepingCapacity: true)
+            if localJobs.isEmpty { localJobs = local }
+            runFlushes()
+            rounds += 1
+        } while !localJobs.isEmpty && rounds < 16
+        runFlushes()
+    }
+
+    private func runFlushes() {
+        while !flushQueue.isEmpty {
+            let queue = flushQueue
+            flushQueue = []
+            for f in queue { f.flushAtEndOfIteration() }
+        }
+    }
+
+    private func run(_ job: UnownedJob) {
+        job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
+    }
+
+    private func fireTimers() {
+        guard timers.nextDeadline != nil else { return }
+        let now = Self.now()
+        while let timer = timers.popExpired(now: now) {
+            timer.fire()
+        }
+        runPendingWork()
+    }
+}
+
+extension EventLoop: SerialExecutor, TaskExecutor {
+    public func enqueue(_ job: consuming ExecutorJob) {
+        enqueueJob(UnownedJob(job))
+    }
+
+    public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        UnownedSerialExecutor(ordinary: self)
+    }
+
+    public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
+        UnownedTaskExecutor(ordinary: self)
+    }
+
+    public func checkIsolated() {
+        precondition(inEventLoop, "not on event loop \(name)")
+    }
+
+    public func isSameExclusiveExecutionContext(other: EventLoop) -> Bool {
+        self === other
+    }
+}
+
+/// A one-shot timer on an ``EventLoop``. Loop-confined.
+final class EventLoopTimer {
+    let deadline: UInt64
+    private var body: (() -> Void)?
+    var isCancelled: Bool { body == nil }
+
+    init(deadline: UInt64, body: @escaping () -> Void) {
+        self.deadline = deadline
+        self.body = body
+    }
+
+    /// Cancels the timer; harmless if it already fired.
+    func cancel() { body = nil }
+
+    fileprivate func fire() {
+        let b = body
+        body = nil
+        b?()
+    }
+}
+
+/// Binary min-heap of timers by deadline; cancelled timers are skipped lazily.
+struct TimerHeap {
+    private var items: [EventLoopTimer] = []
+
+    var nextDeadline: UInt64? {
+        mutating get {
+            while let first = items.first, first.isCancelled { _ = popFirst() }
+            return items.first?.deadline
+        }
+    }
+
+    mutating func insert(_ t: EventLoopTimer) {
+        items.append(t)
+        var i = items.count - 1
+        while i > 0 {
+            let parent = (i - 1) / 2
+            if items[parent].deadline <= items[i].deadline { break }
+            items.swapAt(parent, i)
+            i = parent
+        }
+    }
+
+    mutating func popExpired(now: UInt64) -> EventLoopTimer? {
+        while let first = items.first {
+            if first.isCancelled { _ = popFirst(); continue }
+            if first.deadline > now { return nil }
+            return popFirst()
+        }
+        return nil
+    }
+
+    private mutating func popFirst() -> EventLoopTimer? {
+        guard !items.isEmpty else { return nil }
+        items.swapAt(0, items.count - 1)
+        let top = items.removeLast()
+        var i = 0
+        let n = items.count
+        while true {
+            let l = 2 * i + 1, r = l + 1
+            var m = i
+            if l < n && items[l].deadline < items[m].deadline { m = l }
+            if r < n && items[r].deadline < items[m].deadline { m = r }
+            if m == i { break }
+            items.swapAt(i, m)
+            i = m
+        }
+        return top
+    }
+}
+
+extension Duration {
+    /// Nanoseconds, clamped to [0, UInt64.max].
+    var nanosecondsClamped: UInt64 {
+        let (s, atto) = components
+        if s < 0 { return 0 }
+        let (ns, o1) = UInt64(s).multipliedReportingOverflow(by: 1_000_000_000)
+        if o1 { return .max }
+        let (sum, o2) = ns.addingReportingOverflow(UInt64(atto / 1_000_000_000))
+        return o2 ? .max : sum
+    }
+}
+
+/// An integer identifying the calling thread.
+@inline(__always)
+func currentThreadID() -> UInt {
+    #if canImport(Darwin)
+    return UInt(bitPattern: pthread_self())
+    #else
+    return UInt(pthread_self())
+    #endif
+}

@@ -1,0 +1,158 @@
+import Foundation
+import Logging
+import SwitchboardCore
+
+/// Reads one HTTP request on a freshly accepted socket (bounded and timed), routes it, runs the
+/// authentication hook, and either upgrades to a ``WebSocketConnection`` or answers plain HTTP.
+final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
+    // Safety: loop-confined; the async auth hook resumes on the same loop (executor preference).
+
+    private let server: WebSocketServer
+    private let channel: SocketChannel
+    private var parser: HTTPRequestParser
+    private var timer: EventLoopTimer?
+    private var done = false
+
+    init(server: WebSocketServer, channel: SocketChannel) {
+        self.server = server
+        self.channel = channel
+        self.parser = HTTPRequestParser(limits: server.configuration.httpLimits)
+    }
+
+    func start() {
+        channel.delegate = self
+        timer = channel.loop.schedule(after: server.configuration.connection.handshakeTimeout) { [self] in
+            guard !done else { return }
+            server.logger.debug("handshake timed out")
+            reject(HTTPResponse.error(status: 408, message: "request timeout", type: "invalid_request_error",
+                                      code: "timeout"))
+        }
+        do {
+            try channel.activate { [self] error in
+                if let error {
+                    server.logger.debug("TLS handshake failed: \(error.message)")
+                    finish()
+                }
+            }
+        } catch {
+            channel.close()
+            finish()
+        }
+    }
+
+    func channelRead(_ bytes: UnsafeRawBufferPointer) {
+        guard !done else { return }
+        let result: HTTPParseResult<HTTPRequestHead>
+        do {
+            result = try parser.parse(bytes)
+        } catch {
+            reject(HTTPResponse.error(status: error.status, message: error.description,
+                                      type: "invalid_request_error", code: "bad_request"))
+            return
+        }
+        guard case .complete(let head, let consumed) = result else { return }
+        let leftover = [UInt8](bytes[consumed...])
+        timer?.cancel()
+        handle(head, leftover: leftover)
+    }
+
+    private func handle(_ head: HTTPRequestHead, leftover: [UInt8]) {
+        let kind: WebSocketRequestKind
+        do {
+            kind = try WebSocketServerHandshake.classify(head)
+        } catch {
+            reject(error.response ?? HTTPResponse.error(status: 400, message: error.description,
+                                                         type: "invalid_request_error", code: "bad_request"))
+            return
+        }
+        switch kind {
+        case .plainHTTP(let head):
+            let response = server.httpHandler?(head)
+                ?? HTTPResponse.error(status: 404, message: "no route for \(head.path)", type: "not_found_error",
+                                      code: "not_found")
+            reject(response)
+        case .upgrade(let request):
+            guard let route = server.route(for: request.path) else {
+                reject(HTTPResponse.error(status: 404, message: "no WebSocket route for \(request.path)",
+                                          type: "not_found_error", code: "not_found"))
+                return
+            }
+            if let allowed = server.configuration.allowedOrigins, let origin = request.origin,
+               !allowed.contains(origin) {
+                reject(HTTPResponse.error(status: 403, message: "origin not allowed", type: "permission_error",
+                                          code: "origin_not_allowed"))
+                return
+            }
+            guard let authenticate = route.authenticate else {
+                upgrade(request, route: route, userInfo: [:], leftover: leftover)
+                return
+            }
+            // The hook may be async; run it on this loop so we resume here.
+            let loop = channel.loop
+            Task(executorPreference: loop) { [self] in
+                let decision = await authenticate(request)
+                loop.execute { [self] in
+                    guard !done, !channel.isClosed else { return }
+                    switch decision {
+                    case .accept(let userInfo):
+                        upgrade(request, route: route, userInfo: userInfo, leftover: leftover)
+                    case .reject(let response):
+                        reject(response)
+                    }
+                }
+            }
+        }
+    }
+
+    private func upgrade(_ request: WebSocketUpgradeRequest, route: WebSocketRoute, userInfo: [String: String],
+                         leftover: [UInt8]) {
+        let subprotocol = server.configuration.subprotocols.first { request.subprotocols.contains($0) }
+        let response: [UInt8]
+        do {
+            response = try WebSocketServerHandshake.acceptResponse(for: request, subprotocol: subprotocol)
+        } catch {
+            reject(HTTPResponse.error(status: 400, message: error.description, type: "invalid_request_error",
+                                      code: "bad_request"))
+            return
+        }
+        done = true
+        timer?.cancel()
+        channel.write(response)
+        let connection = WebSocketConnection(channel: channel, role: .server, subprotocol: subprotocol,
+                                             request: request, configuration: server.configuration.connection,
+                                             counters: server.counters, userInfo: userInfo)
+        server.register(connection)
+        connection.start(leftover: leftover)
+        let handler = route.handler
+        Task(executorPreference: channel.loop) {
+            await handler(connection)
+            await connection.close()
+        }
+    }
+
+    private func reject(_ response: HTTPResponse) {
+        guard !done else { return }
+        server.counters.rejected.wrappingAdd(1, ordering: .relaxed)
+        channel.write(response.bytes)
+        channel.closeAfterFlush()
+        finish()
+    }
+
+    private func finish() {
+        done = true
+        timer?.cancel()
+        timer = nil
+        channel.delegate = nil
+    }
+
+    func channelEOF() {
+        channel.close()
+        finish()
+    }
+
+    func channelFailed(_ error: SwitchboardError) {
+        finish()
+    }
+
+    func channelWritable() {}
+}

@@ -1,0 +1,67 @@
+import SwitchboardCore
+
+/// What an authentication hook decides about an upgrade request.
+public enum WebSocketAuthDecision: Sendable {
+    /// Upgrade; `userInfo` becomes ``WebSocketConnection/userInfo`` (e.g. the user id).
+    case accept(userInfo: [String: String] = [:])
+    /// Refuse with this response (e.g. ``HTTPResponse/error(status:message:type:code:)``, 401/403).
+    case reject(HTTPResponse)
+
+    /// `401` with the JSON error body `{"error":{"message","type","code"}}`.
+    public static func unauthorized(_ message: String = "missing or invalid bearer token") -> Self {
+        .reject(.error(status: 401, message: message, type: "authentication_error", code: "unauthorized"))
+    }
+
+    /// `403` with the JSON error body.
+    public static func forbidden(_ message: String = "forbidden") -> Self {
+        .reject(.error(status: 403, message: message, type: "permission_error", code: "forbidden"))
+    }
+}
+
+/// A registered WebSocket path.
+struct WebSocketRoute: Sendable {
+    var authenticate: (@Sendable (WebSocketUpgradeRequest) async -> WebSocketAuthDecision)?
+    var handler: @Sendable (WebSocketConnection) async -> Void
+}
+
+/// Constant-time comparisons for secrets (bearer tokens), so timing does not leak how much of a
+/// guess was right.
+public enum ConstantTime {
+    /// True when `a == b`; the time taken depends only on the lengths.
+    public static func equals(_ a: some StringProtocol, _ b: some StringProtocol) -> Bool {
+        equals(Array(a.utf8), Array(b.utf8))
+    }
+
+    public static func equals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        var diff = UInt8(truncatingIfNeeded: a.count ^ b.count)
+        let n = max(a.count, b.count)
+        for i in 0..<n {
+            let x = i < a.count ? a[i] : 0
+            let y = i < b.count ? b[i] : 0
+            diff |= x ^ y
+        }
+        return diff == 0 && a.count == b.count
+    }
+}
+
+extension WebSocketUpgradeRequest {
+    /// The token of an `Authorization: Bearer …` header, or of a `token` query item.
+    public var bearerToken: String? {
+        if let auth = headers["authorization"] {
+            let parts = auth.split(separator: " ", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == "bearer" {
+                return String(parts[1]).trimmingWhitespace()
+            }
+        }
+        return head.queryItems.first(where: { $0.name == "token" })?.value
+    }
+}
+
+extension String {
+    func trimmingWhitespace() -> String {
+        var s = Substring(self)
+        while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
+        while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
+        return String(s)
+    }
+}

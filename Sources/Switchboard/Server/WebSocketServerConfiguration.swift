@@ -1,0 +1,33 @@
+import SwitchboardCore
+
+/// Everything a ``WebSocketServer`` needs, in one value.
+public struct WebSocketServerConfiguration: Sendable {
+    /// Address to bind (default `127.0.0.1`; use `0.0.0.0` or `::` to listen on every interface).
+    public var host: String = "127.0.0.1"
+    /// Port to bind; 0 picks an ephemeral port, readable as ``WebSocketServer/port`` after start.
+    public var port: Int = 0
+    /// PEM certificate chain and key; nil serves plain `ws://`.
+    public var tls: TLSServerConfiguration?
+    /// Bounds on the HTTP upgrade request (default 16 KiB of head, 100 header fields).
+    public var httpLimits: HTTPParseLimits = .default
+    /// Limits and timeouts of each accepted connection (message size, buffers, close timeout,
+    /// and ``WebSocketConfiguration/handshakeTimeout``, which cuts off slow upgrade requests).
+    public var connection: WebSocketConfiguration = .default
+    /// Connections beyond this are answered `503` and closed (default 10,000).
+    public var maxConnections: Int = 10_000
+    /// If set, upgrade requests whose `Origin` is not in this list get `403`. Requests without an
+    /// `Origin` header (non-browser clients) are allowed.
+    public var allowedOrigins: [String]?
+    /// Subprotocols the server speaks, in preference order; the first one the client also
+    /// offers is selected.
+    public var subprotocols: [String] = []
+    /// Event loops (default: one per core).
+    public var loopCount: Int?
+    /// `listen` backlog (default 4096: bursts of thousands of connects don't get refused).
+    public var backlog: Int32 = 4096
+
+    public init(host: String = "127.0.0.1", port: Int = 0) {
+        self.host = host
+        self.port = port
+    }
+}

@@ -1,0 +1,119 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Thin, non-throwing-on-EAGAIN wrappers over the POSIX socket calls the transport uses.
+enum Socket {
+    /// A new non-blocking, close-on-exec TCP socket.
+    static func makeTCP(family: Int32) throws(SocketError) -> Int32 {
+        #if canImport(Glibc)
+        let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        #else
+        let type = SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC
+        #endif
+        let fd = socket(family, type, 0)
+        guard fd >= 0 else { throw SocketError(errno: errno, operation: "socket") }
+        return fd
+    }
+
+    static func setNoDelay(_ fd: Int32) {
+        var one: Int32 = 1
+        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    static func setReuseAddress(_ fd: Int32) {
+        var one: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    enum ConnectResult { case connected, inProgress }
+
+    static func connect(_ fd: Int32, to address: SocketAddress) throws(SocketError) -> ConnectResult {
+        var storage = address.storage
+        let rc = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, address.length) }
+        }
+        if rc == 0 { return .connected }
+        let e = errno
+        if e == EINPROGRESS || e == EINTR { return .inProgress }
+        throw SocketError(errno: e, operation: "connect")
+    }
+
+    /// The pending error of a non-blocking connect (`SO_ERROR`), 0 when connected.
+    static func pendingError(_ fd: Int32) -> Int32 {
+        var err: Int32 = 0
+        var len = socklen_t(MemoryLayout<Int32>.size)
+        if getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 { return errno }
+        return err
+    }
+
+    static func bindAndListen(_ fd: Int32, address: SocketAddress, backlog: Int32) throws(SocketError) {
+        var storage = address.storage
+        let rc = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, address.length) }
+        }
+        guard rc == 0 else { throw SocketError(errno: errno, operation: "bind") }
+        guard listen(fd, backlog) == 0 else { throw SocketError(errno: errno, operation: "listen") }
+    }
+
+    static func localAddress(_ fd: Int32) -> SocketAddress? {
+        var storage = sockaddr_storage()
+        var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let rc = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        return rc == 0 ? SocketAddress(storage: storage, length: len) : nil
+    }
+
+    enum AcceptResult { case accepted(Int32, SocketAddress), wouldBlock, failed(Int32) }
+
+    static func accept(_ fd: Int32) -> AcceptResult {
+        var storage = sockaddr_storage()
+        var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let client = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                accept4(fd, $0, &len, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+            }
+        }
+        if client >= 0 { return .accepted(client, SocketAddress(storage: storage, length: len)) }
+        let e = errno
+        if e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == ECONNABORTED { return .wouldBlock }
+        return .failed(e)
+    }
+
+    enum IOResult: Equatable { case bytes(Int), wouldBlock, eof, failed(Int32) }
+
+    static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
+        while true {
+            let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
+            if n > 0 { return .bytes(n) }
+            if n == 0 { return .eof }
+            let e = errno
+            if e == EINTR { continue }
+            if e == EAGAIN || e == EWOULDBLOCK { return .wouldBlock }
+            return .failed(e)
+        }
+    }
+
+    /// `send` with `MSG_NOSIGNAL` so a closed peer gives EPIPE instead of SIGPIPE.
+    static func write(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> IOResult {
+        while true {
+            let n = send(fd, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL))
+            if n >= 0 { return .bytes(n) }
+            let e = errno
+            if e == EINTR { continue }
+            if e == EAGAIN || e == EWOULDBLOCK { return .wouldBlock }
+            return .failed(e)
+        }
+    }
+
+    static func shutdownWrite(_ fd: Int32) {
+        _ = shutdown(fd, Int32(SHUT_WR))
+    }
+
+    static func close(_ fd: Int32) {
+        _ = Glibc.close(fd)
+    }
+}

@@ -1,0 +1,104 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Foundation
+
+/// An IPv4 or IPv6 socket address.
+public struct SocketAddress: Sendable, CustomStringConvertible {
+    var storage: sockaddr_storage
+    var length: socklen_t
+
+    init(storage: sockaddr_storage, length: socklen_t) {
+        self.storage = storage
+        self.length = length
+    }
+
+    /// The address family (`AF_INET` or `AF_INET6`).
+    var family: Int32 { Int32(storage.ss_family) }
+
+    /// The port number in host byte order.
+    public var port: Int {
+        withUnsafeBytes(of: storage) { raw -> Int in
+            switch Int32(storage.ss_family) {
+            case AF_INET: return Int(UInt16(bigEndian: raw.load(fromByteOffset: 2, as: UInt16.self)))
+            case AF_INET6: return Int(UInt16(bigEndian: raw.load(fromByteOffset: 2, as: UInt16.self)))
+            default: return 0
+            }
+        }
+    }
+
+    /// Numeric host text, e.g. `127.0.0.1` or `::1`.
+    public var host: String {
+        var s = storage
+        var buf = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        let ok: Bool = withUnsafePointer(to: &s) { p in
+            p.withMemoryRebound(to: UInt8.self, capacity: MemoryLayout<sockaddr_storage>.size) { bytes in
+                switch Int32(storage.ss_family) {
+                case AF_INET:
+                    return inet_ntop(AF_INET, bytes + 4, &buf, socklen_t(buf.count)) != nil
+                case AF_INET6:
+                    return inet_ntop(AF_INET6, bytes + 8, &buf, socklen_t(buf.count)) != nil
+                default:
+                    return false
+                }
+            }
+        }
+        guard ok else { return "?" }
+        return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    public var description: String {
+        family == AF_INET6 ? "[\(host)]:\(port)" : "\(host):\(port)"
+    }
+
+    /// Resolves `host`:`port` with `getaddrinfo` (TCP, IPv4 and IPv6, in the resolver's order).
+    /// Blocking: call it off the event loops (``resolve(host:port:)`` does).
+    static func resolveBlocking(host: String, port: Int) throws(SwitchboardError) -> [SocketAddress] {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        #if canImport(Glibc)
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        #else
+        hints.ai_socktype = SOCK_STREAM
+        #endif
+        hints.ai_flags = AI_ADDRCONFIG
+        var result: UnsafeMutablePointer<addrinfo>?
+        // Bracketed IPv6 literals arrive without brackets here.
+        let rc = getaddrinfo(host, String(port), &hints, &result)
+        guard rc == 0, let first = result else {
+            let message = rc == 0 ? "no addresses" : String(cString: gai_strerror(rc))
+            throw SwitchboardError.dns(host: host, message: message)
+        }
+        defer { freeaddrinfo(first) }
+        var out: [SocketAddress] = []
+        var cur: UnsafeMutablePointer<addrinfo>? = first
+        while let ai = cur {
+            if let addr = ai.pointee.ai_addr, ai.pointee.ai_addrlen <= socklen_t(MemoryLayout<sockaddr_storage>.size) {
+                var storage = sockaddr_storage()
+                withUnsafeMutableBytes(of: &storage) { dst in
+                    dst.copyMemory(from: UnsafeRawBufferPointer(start: addr, count: Int(ai.pointee.ai_addrlen)))
+                }
+                out.append(SocketAddress(storage: storage, length: ai.pointee.ai_addrlen))
+            }
+            cur = ai.pointee.ai_next
+        }
+        if out.isEmpty { throw SwitchboardError.dns(host: host, message: "no addresses") }
+        return out
+    }
+
+    /// Resolves off the cooperative pool (getaddrinfo blocks), honouring task cancellation.
+    static func resolve(host: String, port: Int) async throws -> [SocketAddress] {
+        try Task.checkCancellation()
+        return try await withCheckedThrowingContinuation { (cont: CheckedContinuation<[SocketAddress], Error>) in
+            DispatchQueue.global().async {
+                do {
+                    cont.resume(returning: try resolveBlocking(host: host, port: port))
+                } catch {
+                    cont.resume(throwing: error)
+                }
+            }
+        }
+    }
+}

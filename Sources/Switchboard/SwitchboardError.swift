@@ -1,0 +1,84 @@
+import Foundation
+import SwitchboardCore
+
+/// The one error type of the Switchboard I/O layer and public API.
+///
+/// A struct over a private enum so new cases never break users' `switch`es: compare with the
+/// `kind` property, or match the static members (`error.kind == .notConnected`).
+public struct SwitchboardError: Error, Sendable, Equatable, CustomStringConvertible, LocalizedError {
+    /// What class of failure this is.
+    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+        fileprivate let name: String
+        public static let dns = Kind(name: "dns")
+        public static let connect = Kind(name: "connect")
+        public static let tls = Kind(name: "tls")
+        public static let handshakeRejected = Kind(name: "handshakeRejected")
+        public static let handshakeFailed = Kind(name: "handshakeFailed")
+        public static let protocolViolation = Kind(name: "protocolViolation")
+        public static let closed = Kind(name: "closed")
+        public static let notConnected = Kind(name: "notConnected")
+        public static let timedOut = Kind(name: "timedOut")
+        public static let invalidArgument = Kind(name: "invalidArgument")
+        public static let limitExceeded = Kind(name: "limitExceeded")
+        public static let io = Kind(name: "io")
+        public static let cancelled = Kind(name: "cancelled")
+        public var description: String { name }
+    }
+
+    public let kind: Kind
+    /// Human-readable detail; never contains credentials.
+    public let message: String
+    /// HTTP status for `.handshakeRejected`.
+    public let httpStatus: Int?
+    /// Response body for `.handshakeRejected` (at most 64 KiB kept).
+    public let httpBody: String?
+    /// The close code for `.protocolViolation`, `.closed` and `.limitExceeded`.
+    public let closeCode: WebSocketCloseCode?
+    /// `errno` for `.connect` and `.io`.
+    public let errno: Int32?
+
+    init(kind: Kind, message: String, httpStatus: Int? = nil, httpBody: String? = nil,
+         closeCode: WebSocketCloseCode? = nil, errno: Int32? = nil) {
+        self.kind = kind
+        self.message = message
+        self.httpStatus = httpStatus
+        self.httpBody = httpBody
+        self.closeCode = closeCode
+        self.errno = errno
+    }
+
+    static func dns(host: String, message: String) -> Self {
+        Self(kind: .dns, message: "cannot resolve \(host): \(message)")
+    }
+    static func connect(_ e: SocketError, address: String) -> Self {
+        Self(kind: .connect, message: "cannot connect to \(address): \(e)", errno: e.errno)
+    }
+    static func tls(_ message: String) -> Self { Self(kind: .tls, message: message) }
+    static func handshakeRejected(status: Int, body: String) -> Self {
+        Self(kind: .handshakeRejected, message: "server rejected the WebSocket upgrade with HTTP \(status)",
+             httpStatus: status, httpBody: body)
+    }
+    static func handshakeFailed(_ message: String) -> Self { Self(kind: .handshakeFailed, message: message) }
+    static func protocolViolation(_ e: WebSocketProtocolError) -> Self {
+        Self(kind: .protocolViolation, message: e.description, closeCode: e.closeCode)
+    }
+    static func closed(code: WebSocketCloseCode, reason: String) -> Self {
+        Self(kind: .closed, message: "connection closed: \(code)\(reason.isEmpty ? "" : " \(reason)")", closeCode: code)
+    }
+    static let notConnected = Self(kind: .notConnected, message: "not connected")
+    static func timedOut(_ what: String) -> Self { Self(kind: .timedOut, message: "\(what) timed out") }
+    static func invalidArgument(_ message: String) -> Self { Self(kind: .invalidArgument, message: message) }
+    static func limitExceeded(_ message: String, closeCode: WebSocketCloseCode = .messageTooBig) -> Self {
+        Self(kind: .limitExceeded, message: message, closeCode: closeCode)
+    }
+    static func io(_ e: SocketError) -> Self { Self(kind: .io, message: e.description, errno: e.errno) }
+    static let cancelled = Self(kind: .cancelled, message: "cancelled")
+
+    public var description: String {
+        var s = "SwitchboardError.\(kind): \(message)"
+        if let httpBody, !httpBody.isEmpty { s += " — body: \(httpBody.prefix(512))" }
+        return s
+    }
+
+    public var errorDescription: String? { description }
+}
