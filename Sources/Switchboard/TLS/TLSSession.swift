@@ -237,11 +237,15 @@ final class TLSSession {
 
     // MARK: - Application data
 
-    /// Decrypts into `buffer`. Drain ciphertext afterwards: TLS 1.3 post-handshake
+    /// Decrypts into `buffer`. Returns `.wantMoreInput` until `handshake()` has
+    /// returned `.complete`. Drain ciphertext afterwards: TLS 1.3 post-handshake
     /// messages (KeyUpdate) can make reads produce output.
     func readPlaintext(into buffer: UnsafeMutableRawBufferPointer) throws(TLSError) -> TLSReadResult {
         if let failure { throw failure }
         if receivedCloseNotify { return .closed }
+        // Never let SSL_read drive the handshake implicitly: handshake() does
+        // the post-handshake verification checks.
+        guard handshakeComplete else { return .wantMoreInput }
         guard let base = buffer.baseAddress, buffer.count > 0 else { return .bytes(0) }
         var read = 0
         ERR_clear_error()
@@ -262,7 +266,7 @@ final class TLSSession {
     /// handshake has not finished yet — retry with the same bytes later).
     func writePlaintext(_ bytes: UnsafeRawBufferPointer) throws(TLSError) -> Int {
         if let failure { throw failure }
-        guard let base = bytes.baseAddress, bytes.count > 0 else { return 0 }
+        guard handshakeComplete, let base = bytes.baseAddress, bytes.count > 0 else { return 0 }
         var consumed = 0
         while consumed < bytes.count {
             var written = 0
