@@ -1,0 +1,73 @@
+/// Base64 with the standard alphabet and padding (RFC 4648 §4), just enough for
+/// `Sec-WebSocket-Key` and `Sec-WebSocket-Accept` (RFC 6455 §4.1, §4.2.2).
+public enum Base64 {
+    private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    /// The value of each byte in the alphabet, or 0xFF for bytes outside it.
+    private static let values: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (index, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(truncatingIfNeeded: index) }
+        return table
+    }()
+
+    /// Encodes `bytes` with `=` padding and no line breaks.
+    public static func encode(_ bytes: some Collection<UInt8>) -> String {
+        var output: [UInt8] = []
+        output.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var iterator = bytes.makeIterator()
+        while let b0 = iterator.next() {
+            let b1 = iterator.next(), b2 = iterator.next()
+            output.append(alphabet[Int(b0 >> 2)])
+            output.append(alphabet[Int((b0 & 0x03) << 4 | (b1 ?? 0) >> 4)])
+            if let b1 {
+                output.append(alphabet[Int((b1 & 0x0F) << 2 | (b2 ?? 0) >> 6)])
+            } else {
+                output.append(UInt8(ascii: "="))
+            }
+            if let b2 {
+                output.append(alphabet[Int(b2 & 0x3F)])
+            } else {
+                output.append(UInt8(ascii: "="))
+            }
+        }
+        return String(decoding: output, as: UTF8.self)
+    }
+
+    /// Decodes strict base64.
+    ///
+    /// Contract: returns `nil` for anything that is not the canonical encoding of some byte
+    /// string: a length that is not a multiple of 4, missing padding, whitespace or line
+    /// breaks, characters outside the alphabet (including the URL-safe `-` and `_`), `=`
+    /// anywhere but the last one or two positions, and non-zero unused bits before the padding
+    /// (RFC 4648 §3.5), so every accepted string has exactly one decoding. `""` decodes to `[]`.
+    public static func decode(_ string: String) -> [UInt8]? {
+        let input = Array(string.utf8)
+        guard input.count % 4 == 0 else { return nil }
+        var output: [UInt8] = []
+        output.reserveCapacity(input.count / 4 * 3)
+        var index = 0
+        while index < input.count {
+            let isLast = index + 4 == input.count
+            let c0 = values[Int(input[index])], c1 = values[Int(input[index + 1])]
+            let p2 = input[index + 2], p3 = input[index + 3]
+            guard c0 != 0xFF, c1 != 0xFF else { return nil }
+            output.append(c0 << 2 | c1 >> 4)
+            if isLast && p2 == UInt8(ascii: "=") {
+                guard p3 == UInt8(ascii: "="), c1 & 0x0F == 0 else { return nil }
+                return output
+            }
+            let c2 = values[Int(p2)]
+            guard c2 != 0xFF else { return nil }
+            output.append(c1 << 4 | c2 >> 2)
+            if isLast && p3 == UInt8(ascii: "=") {
+                guard c2 & 0x03 == 0 else { return nil }
+                return output
+            }
+            let c3 = values[Int(p3)]
+            guard c3 != 0xFF else { return nil }
+            output.append(c2 << 6 | c3)
+            index += 4
+        }
+        return output
+    }
+}

@@ -1,0 +1,105 @@
+/// What distinguishes a request head from a response head: the start line.
+protocol HTTPHeadKind {
+    associatedtype StartLine: Sendable
+    associatedtype Head: Sendable & Equatable
+    /// Parses the start line (terminator already removed, guaranteed free of CR and LF).
+    static func parseStartLine(_ line: ArraySlice<UInt8>) throws(HTTPParseError) -> StartLine
+    static func makeHead(_ startLine: StartLine, _ headers: HTTPHeaders) -> Head
+}
+
+/// The incremental, bounded line scanner shared by ``HTTPRequestParser`` and
+/// ``HTTPResponseParser`` (RFC 9112 §2.1–§2.2, §5).
+///
+/// Line terminator: CRLF, and also a bare LF (RFC 9112 §2.2 allows a recipient to accept a
+/// lone LF; `curl`-style test clients and hand-written scripts sometimes send it). A CR that
+/// is not immediately followed by LF is rejected. Empty lines before the start line are
+/// ignored (RFC 9112 §2.2 "SHOULD ignore at least one empty line"); they count toward the
+/// byte limit.
+///
+/// Every byte is looked at once: each chunk is searched for LF from where the previous search
+/// stopped, and only the current, unterminated line is buffered.
+struct HTTPHeadScanner<Kind: HTTPHeadKind>: Sendable {
+    let limits: HTTPParseLimits
+    private var line: [UInt8] = []
+    private var headBytes = 0
+    private var startLine: Kind.StartLine?
+    private var headers = HTTPHeaders()
+    private var failure: HTTPParseError?
+
+    init(limits: HTTPParseLimits) { self.limits = limits }
+
+    mutating func parse(_ chunk: UnsafeRawBufferPointer) throws(HTTPParseError) -> HTTPParseResult<Kind.Head> {
+        if let failure { throw failure }
+        do {
+            return try scan(chunk)
+        } catch {
+            failure = error
+            line = []
+            throw error
+        }
+    }
+
+    private mutating func scan(_ chunk: UnsafeRawBufferPointer) throws(HTTPParseError) -> HTTPParseResult<Kind.Head> {
+        var start = 0
+        while start < chunk.count {
+            let remaining = limits.maxHeaderBytes - headBytes
+            guard let newline = chunk[start...].firstIndex(of: UInt8(ascii: "\n")) else {
+                // No terminator in the rest of this chunk: buffer it, unless it already breaks the limit.
+                let count = chunk.count - start
+                guard count <= remaining else { throw .headTooLarge }
+                headBytes += count
+                line.append(contentsOf: chunk[start...])
+                return .needMoreData
+            }
+            let count = newline - start + 1
+            guard count <= remaining else { throw .headTooLarge }
+            headBytes += count
+            line.append(contentsOf: chunk[start..<newline])
+            start = newline + 1
+            if let head = try completeLine() {
+                reset()
+                return .complete(head, consumed: start)
+            }
+        }
+        return .needMoreData
+    }
+
+    /// Handles the line in `line` (LF removed); returns the head when it was the final empty line.
+    private mutating func completeLine() throws(HTTPParseError) -> Kind.Head? {
+        defer { line.removeAll(keepingCapacity: true) }
+        var content = line[...]
+        if content.last == UInt8(ascii: "\r") { content = content.dropLast() }
+        if content.contains(UInt8(ascii: "\r")) { throw .bareCarriageReturn }
+
+        guard let startLine else {
+            if !content.isEmpty { self.startLine = try Kind.parseStartLine(content) }
+            return nil
+        }
+        if content.isEmpty { return Kind.makeHead(startLine, headers) }
+        guard headers.count < limits.maxHeaderCount else { throw .tooManyHeaders }
+        let field = try Self.parseField(content)
+        headers.add(name: field.name, value: field.value)
+        return nil
+    }
+
+    /// `field-line = field-name ":" OWS field-value OWS` (RFC 9112 §5).
+    private static func parseField(_ content: ArraySlice<UInt8>) throws(HTTPParseError) -> (name: String, value: String) {
+        guard let first = content.first else { throw .malformedHeaderLine }
+        if HTTPSyntax.isOWS(first) { throw .obsoleteLineFolding }
+        guard let colon = content.firstIndex(of: UInt8(ascii: ":")) else { throw .malformedHeaderLine }
+        let name = content[..<colon]
+        guard HTTPSyntax.isToken(name) else { throw .invalidHeaderName }
+        var value = content[(colon + 1)...]
+        while let byte = value.first, HTTPSyntax.isOWS(byte) { value = value.dropFirst() }
+        while let byte = value.last, HTTPSyntax.isOWS(byte) { value = value.dropLast() }
+        guard value.allSatisfy(HTTPSyntax.isFieldValueByte) else { throw .invalidHeaderValue }
+        return (String(decoding: name, as: UTF8.self), HTTPSyntax.decodeText(value))
+    }
+
+    private mutating func reset() {
+        line = []
+        headBytes = 0
+        startLine = nil
+        headers = HTTPHeaders()
+    }
+}

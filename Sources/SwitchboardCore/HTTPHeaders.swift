@@ -1,0 +1,77 @@
+/// Ordered HTTP header fields with ASCII case-insensitive lookup (RFC 9110 §5).
+///
+/// Field order and duplicates are preserved exactly as received or added. Names are compared
+/// case-insensitively; values are stored as given. The container itself does not validate:
+/// parsers only produce valid fields, and serializers validate or sanitize what they write.
+public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral {
+    /// One field as a `(name, value)` pair.
+    public typealias Element = (name: String, value: String)
+
+    private var fields: [Element]
+
+    /// Creates headers from `(name, value)` pairs, in order.
+    public init(_ fields: [(String, String)] = []) {
+        self.fields = fields.map { (name: $0.0, value: $0.1) }
+    }
+
+    /// Creates headers from a literal; order is the literal's order and duplicates are kept.
+    public init(dictionaryLiteral elements: (String, String)...) {
+        self.init(elements)
+    }
+
+    /// Appends a field (does not replace existing fields with the same name).
+    public mutating func add(name: String, value: String) {
+        fields.append((name: name, value: value))
+    }
+
+    /// Removes every field named `name` (case-insensitive).
+    public mutating func remove(name: String) {
+        fields.removeAll { HTTPSyntax.equalsIgnoringASCIICase($0.name, name) }
+    }
+
+    /// Replaces every field named `name` with a single field holding `value`.
+    public mutating func replaceOrAdd(name: String, value: String) {
+        remove(name: name)
+        add(name: name, value: value)
+    }
+
+    /// The first value of the field named `name` (case-insensitive), or `nil`.
+    public subscript(name: String) -> String? {
+        fields.first { HTTPSyntax.equalsIgnoringASCIICase($0.name, name) }?.value
+    }
+
+    /// Whether at least one field is named `name` (case-insensitive).
+    public func contains(name: String) -> Bool { self[name] != nil }
+
+    /// All values of the fields named `name` (case-insensitive), in order.
+    public func values(for name: String) -> [String] {
+        fields.lazy.filter { HTTPSyntax.equalsIgnoringASCIICase($0.name, name) }.map(\.value)
+    }
+
+    /// The comma-separated list elements (RFC 9110 §5.6.1) across all fields named `name`,
+    /// trimmed, empty elements dropped, case preserved. Use this for case-sensitive lists such
+    /// as `Sec-WebSocket-Protocol` (RFC 6455 §4.1).
+    public func listElements(for name: String) -> [String] {
+        values(for: name).flatMap(HTTPSyntax.listElements)
+    }
+
+    /// Like ``listElements(for:)`` but ASCII-lowercased, for case-insensitive token lists such
+    /// as `Connection: keep-alive, Upgrade` → `["keep-alive", "upgrade"]`.
+    public func tokens(for name: String) -> [String] {
+        listElements(for: name).map(HTTPSyntax.asciiLowercased)
+    }
+
+    /// The number of fields (duplicates counted separately).
+    public var count: Int { fields.count }
+
+    public func makeIterator() -> IndexingIterator<[Element]> { fields.makeIterator() }
+
+    /// Equal when both hold the same fields in the same order; names compare
+    /// case-insensitively, values exactly.
+    public static func == (lhs: HTTPHeaders, rhs: HTTPHeaders) -> Bool {
+        lhs.fields.count == rhs.fields.count
+            && zip(lhs.fields, rhs.fields).allSatisfy {
+                HTTPSyntax.equalsIgnoringASCIICase($0.name, $1.name) && $0.value == $1.value
+            }
+    }
+}

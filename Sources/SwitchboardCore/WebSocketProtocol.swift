@@ -1,0 +1,370 @@
+/// The RFC 6455 connection state machine: frame parsing, message reassembly, control frames
+/// and the closing handshake, with no I/O, clock or randomness of its own.
+///
+/// ## Receiving
+/// Pull-based: the I/O layer calls ``nextAction(in:offset:using:)`` on its read buffer until it
+/// returns `nil`, handling each action in order. Frame payload is unmasked and appended to the
+/// message in progress as it arrives, so a frame may arrive in any number of reads (down to one
+/// byte at a time) and nothing but a partial header (at most 14 bytes) and the message in
+/// progress is kept between calls.
+///
+/// The peer is checked against §5 (see ``WebSocketProtocolError``); on any violation the
+/// machine emits `.write(close frame with the error's code)` (unless it already sent a close)
+/// followed by `.closeTransport` with ``WebSocketCloseStatus/error`` set.
+///
+/// ## Closing (§7)
+/// - open, peer's close arrives: `.write(reply echoing the peer's code, or an empty close if it
+///   sent none)`, `.peerClosed(status)`, `.closeTransport(status)`.
+/// - open, we call ``writeClose(code:reason:into:using:)``: state `.closing`; when the peer's
+///   close arrives: `.peerClosed(status)`, `.closeTransport(status)`.
+/// - While `.closing`, data frames are still parsed and their messages still delivered (§7.1.4
+///   lets them be discarded, but delivering loses no data the peer sent before seeing our
+///   close); pings are reported but not answered, since nothing may follow our close frame.
+/// - After `.closeTransport` every later call returns `nil` and consumes all input.
+///
+/// ## Sending
+/// `write…` methods append whole frames to the caller's buffer, masked with a fresh key from
+/// the generator when this is a client (§5.3); servers never mask. Messages are sent as single
+/// frames.
+public struct WebSocketProtocol: Sendable {
+    public private(set) var state: WebSocketProtocolState = .open
+    public let role: WebSocketRole
+    public let limits: WebSocketProtocolLimits
+
+    /// Where the parser is within the current frame.
+    private enum FrameState: Sendable {
+        case header
+        case payload
+    }
+
+    private var frameState: FrameState = .header
+    /// A header split across reads (at most ``WebSocketFrameHeader/maxSize`` bytes).
+    private var headerBuffer: [UInt8] = []
+    /// The frame whose payload is being read.
+    private var frameOpcode: WebSocketOpcode = .continuation
+    private var frameFin = true
+    private var frameKey: WebSocketMaskingKey?
+    private var frameRemaining = 0
+    /// Masking phase (payload bytes of the current frame already read, mod 4).
+    private var framePhase = 0
+
+    /// The data message in progress: `.text` or `.binary`, or nil between messages.
+    private var messageOpcode: WebSocketOpcode?
+    private var messageBuffer: [UInt8] = []
+    private var utf8 = UTF8Validator()
+    /// The payload of the control frame being read (at most 125 bytes).
+    private var controlBuffer: [UInt8] = []
+
+    /// Actions produced together and returned one per call, in order.
+    private var pending: [WebSocketProtocolAction] = []
+    /// Set once `.closeTransport` has been queued: every later call returns nil.
+    private var finalStatus: WebSocketCloseStatus?
+
+    private var maxFrameSize: UInt64 { UInt64(max(0, limits.maxFrameSize)) }
+    private var maxMessageSize: Int { max(0, limits.maxMessageSize) }
+
+    /// Creates the state machine of an open connection (after the opening handshake).
+    public init(role: WebSocketRole, limits: WebSocketProtocolLimits = .default) {
+        self.role = role
+        self.limits = limits
+    }
+
+    // MARK: - Receiving
+
+    /// Parses from `input[offset...]`, advancing `offset`, and returns the next action, or `nil`
+    /// when more bytes are needed.
+    ///
+    /// When it returns `nil`, every byte up to `input.count` has been consumed; the caller may
+    /// reuse its buffer. When it returns an action, call again with the same input and offset
+    /// until `nil`. `rng` supplies masking keys for frames the machine writes itself as a
+    /// client (pong, close reply, close on error). An `offset` outside `0...input.count` is
+    /// clamped into it.
+    public mutating func nextAction<G: RandomNumberGenerator>(in input: UnsafeRawBufferPointer, offset: inout Int, using rng: inout G) -> WebSocketProtocolAction? {
+        offset = min(max(offset, 0), input.count)
+        if !pending.isEmpty { return pending.removeFirst() }
+        guard finalStatus == nil && state != .closed else {
+            offset = input.count
+            return nil
+        }
+        while true {
+            switch frameState {
+            case .header:
+                let parsed: WebSocketFrameHeader?
+                do {
+                    parsed = try readHeader(in: input, offset: &offset)
+                } catch {
+                    return fail(error, using: &rng)
+                }
+                guard let header = parsed else { return nil }
+                if let error = startFrame(header) { return fail(error, using: &rng) }
+                if frameRemaining == 0, let action = finishFrame(using: &rng) { return action }
+            case .payload:
+                let available = input.count - offset
+                guard available > 0 else { return nil }
+                let count = min(available, frameRemaining)
+                let chunk = UnsafeRawBufferPointer(rebasing: input[offset..<(offset + count)])
+                offset += count
+                if let error = consumePayload(chunk) { return fail(error, using: &rng) }
+                frameRemaining -= count
+                framePhase = (framePhase + count) & 3
+                if frameRemaining == 0, let action = finishFrame(using: &rng) { return action }
+            }
+        }
+    }
+
+    /// Reads a header from the input (directly when it is whole, through `headerBuffer` when
+    /// split across reads). Returns nil, having consumed all input, when incomplete.
+    private mutating func readHeader(in input: UnsafeRawBufferPointer, offset: inout Int) throws(WebSocketProtocolError) -> WebSocketFrameHeader? {
+        if headerBuffer.isEmpty {
+            let rest = UnsafeRawBufferPointer(rebasing: input[offset...])
+            if let (header, size) = try WebSocketFrameHeader.parse(rest) {
+                offset += size
+                return header
+            }
+            // Fewer bytes than a header (so fewer than 14): keep them all.
+            headerBuffer.append(contentsOf: rest)
+            offset = input.count
+            return nil
+        }
+        while offset < input.count {
+            let needed = headerBuffer.count < 2 ? 2 : WebSocketFrameHeader.size(secondByte: headerBuffer[1])
+            if headerBuffer.count >= needed { break }
+            headerBuffer.append(input[offset])
+            offset += 1
+        }
+        let result = headerBuffer.withUnsafeBytes { bytes in
+            Result { () throws(WebSocketProtocolError) in try WebSocketFrameHeader.parse(bytes) }
+        }
+        guard let (header, _) = try result.get() else { return nil }
+        headerBuffer.removeAll(keepingCapacity: true)
+        return header
+    }
+
+    /// Validates a header against the connection rules and prepares to read its payload.
+    private mutating func startFrame(_ header: WebSocketFrameHeader) -> WebSocketProtocolError? {
+        if header.rsv != 0 { return .rsvBitsSet }
+        if header.opcode.isReserved { return .reservedOpcode(header.opcode) }
+        switch role {
+        case .server where header.maskingKey == nil: return .unmaskedClientFrame
+        case .client where header.maskingKey != nil: return .maskedServerFrame
+        default: break
+        }
+        if header.opcode.isControl {
+            if !header.fin { return .fragmentedControlFrame }
+            if header.payloadLength > 125 { return .controlFrameTooLong }
+        } else if header.opcode == .continuation {
+            if messageOpcode == nil { return .unexpectedContinuation }
+        } else if messageOpcode != nil {
+            return .expectedContinuation
+        }
+        if header.payloadLength > maxFrameSize { return .frameTooLarge }
+        // Safe: payloadLength ≤ maxFrameSize ≤ Int.max.
+        let length = Int(header.payloadLength)
+        if !header.opcode.isControl {
+            // messageBuffer.count ≤ maxMessageSize, so the subtraction cannot overflow.
+            if length > maxMessageSize - messageBuffer.count { return .messageTooLarge }
+            if header.opcode != .continuation {
+                messageOpcode = header.opcode
+                utf8.reset()
+            }
+        } else {
+            controlBuffer.removeAll(keepingCapacity: true)
+        }
+        frameOpcode = header.opcode
+        frameFin = header.fin
+        frameKey = header.maskingKey
+        frameRemaining = length
+        framePhase = 0
+        frameState = .payload
+        return nil
+    }
+
+    /// Unmasks a piece of payload into the message or control buffer; validates text at once.
+    private mutating func consumePayload(_ chunk: UnsafeRawBufferPointer) -> WebSocketProtocolError? {
+        if frameOpcode.isControl {
+            let start = controlBuffer.count
+            controlBuffer.append(contentsOf: chunk)
+            if let key = frameKey { WebSocketMasking.apply(key, to: &controlBuffer, from: start, phase: framePhase) }
+            return nil
+        }
+        let start = messageBuffer.count
+        messageBuffer.append(contentsOf: chunk)
+        if let key = frameKey { WebSocketMasking.apply(key, to: &messageBuffer, from: start, phase: framePhase) }
+        if messageOpcode == .text {
+            let valid = messageBuffer.withUnsafeBytes { all in
+                utf8.validate(UnsafeRawBufferPointer(rebasing: all[start...]))
+            }
+            if !valid { return .invalidUTF8 }
+        }
+        return nil
+    }
+
+    /// Called when the current frame's payload is complete; returns the resulting action, if any.
+    private mutating func finishFrame<G: RandomNumberGenerator>(using rng: inout G) -> WebSocketProtocolAction? {
+        frameState = .header
+        switch frameOpcode {
+        case .ping:
+            let payload = takeControlPayload()
+            guard state == .open else { return .ping(payload) }
+            pending.append(.ping(payload))
+            return .write(frame(.pong, payload: payload, using: &rng))
+        case .pong:
+            return .pong(takeControlPayload())
+        case .close:
+            return peerClose(using: &rng)
+        default:
+            guard frameFin, let opcode = messageOpcode else { return nil }
+            if opcode == .text && !utf8.isComplete { return fail(.invalidUTF8, using: &rng) }
+            let payload = messageBuffer
+            messageBuffer = []
+            messageOpcode = nil
+            return .message(opcode == .text ? .text(payload) : .binary(payload))
+        }
+    }
+
+    private mutating func takeControlPayload() -> [UInt8] {
+        let payload = controlBuffer
+        controlBuffer = []
+        return payload
+    }
+
+    /// Handles the peer's close frame (§5.5.1, §7.1.5).
+    private mutating func peerClose<G: RandomNumberGenerator>(using rng: inout G) -> WebSocketProtocolAction {
+        let payload = takeControlPayload()
+        let status: WebSocketCloseStatus
+        switch payload.count {
+        case 0:
+            status = WebSocketCloseStatus(code: .noStatusReceived)
+        case 1:
+            return fail(.invalidClosePayload, using: &rng)
+        default:
+            let raw = UInt16(payload[0]) << 8 | UInt16(payload[1])
+            guard let code = WebSocketCloseCode(validatingWireCode: raw) else {
+                return fail(.invalidCloseCode(raw), using: &rng)
+            }
+            let reasonBytes = payload[2...]
+            guard UTF8Validator.isValid(reasonBytes) else { return fail(.invalidCloseReasonUTF8, using: &rng) }
+            status = WebSocketCloseStatus(code: code, reason: String(decoding: reasonBytes, as: UTF8.self))
+        }
+        let wasOpen = state == .open
+        terminate(status)
+        if wasOpen {
+            let replyCode: WebSocketCloseCode? = status.code == .noStatusReceived ? nil : status.code
+            let reply = frame(.close, payload: WebSocketFrameSerializer.closePayload(code: replyCode, reason: ""), using: &rng)
+            pending.append(.peerClosed(status))
+            pending.append(.closeTransport(status))
+            return .write(reply)
+        }
+        pending.append(.closeTransport(status))
+        return .peerClosed(status)
+    }
+
+    /// Fails the connection (§7.1.7): close frame with the error's code unless we already sent
+    /// one, then `.closeTransport`.
+    private mutating func fail<G: RandomNumberGenerator>(_ error: WebSocketProtocolError, using rng: inout G) -> WebSocketProtocolAction {
+        let status = WebSocketCloseStatus(code: error.closeCode, reason: error.description, error: error)
+        let wasOpen = state == .open
+        terminate(status)
+        guard wasOpen else { return .closeTransport(status) }
+        let payload = WebSocketFrameSerializer.closePayload(code: error.closeCode, reason: error.description)
+        pending.append(.closeTransport(status))
+        return .write(frame(.close, payload: payload, using: &rng))
+    }
+
+    /// Enters the terminal state and releases buffers.
+    private mutating func terminate(_ status: WebSocketCloseStatus) {
+        state = .closed
+        finalStatus = status
+        headerBuffer = []
+        messageBuffer = []
+        controlBuffer = []
+        messageOpcode = nil
+        frameState = .header
+        frameRemaining = 0
+    }
+
+    /// Serializes one frame written by the machine itself, masked when we are a client.
+    private func frame<G: RandomNumberGenerator>(_ opcode: WebSocketOpcode, payload: [UInt8], using rng: inout G) -> [UInt8] {
+        var buffer: [UInt8] = []
+        writeFrame(opcode, payload: payload, into: &buffer, using: &rng)
+        return buffer
+    }
+
+    private func writeFrame<G: RandomNumberGenerator>(_ opcode: WebSocketOpcode, payload: [UInt8], into buffer: inout [UInt8], using rng: inout G) {
+        payload.withUnsafeBytes { writeFrame(opcode, payload: $0, into: &buffer, using: &rng) }
+    }
+
+    private func writeFrame<G: RandomNumberGenerator>(_ opcode: WebSocketOpcode, payload: UnsafeRawBufferPointer, into buffer: inout [UInt8], using rng: inout G) {
+        let key: WebSocketMaskingKey? = role == .client ? WebSocketMaskingKey(using: &rng) : nil
+        WebSocketFrameSerializer.writeFrame(opcode: opcode, payload: payload, maskingKey: key, into: &buffer)
+    }
+
+    // MARK: - Sending
+
+    /// Appends a data message as one frame to `buffer` (§5.6), masked when we are a client.
+    ///
+    /// - Throws: `.invalidArgument` if `opcode` is not `.text` or `.binary`, or a text payload
+    ///   is not valid UTF-8 (the peer would fail the connection, §8.1); `.notOpen` unless
+    ///   `state == .open` (§5.5.1: no data after our close frame).
+    public mutating func writeMessage<G: RandomNumberGenerator>(_ opcode: WebSocketOpcode, payload: UnsafeRawBufferPointer, into buffer: inout [UInt8], using rng: inout G) throws(WebSocketStateError) {
+        guard opcode == .text || opcode == .binary else { throw .invalidArgument }
+        if opcode == .text {
+            var validator = UTF8Validator()
+            guard validator.validate(payload) && validator.isComplete else { throw .invalidArgument }
+        }
+        guard state == .open else { throw .notOpen }
+        writeFrame(opcode, payload: payload, into: &buffer, using: &rng)
+    }
+
+    /// Appends a ping (§5.5.2).
+    ///
+    /// - Throws: `.invalidArgument` if `payload` exceeds 125 bytes (§5.5); `.notOpen` unless
+    ///   `state == .open`.
+    public mutating func writePing<G: RandomNumberGenerator>(payload: [UInt8], into buffer: inout [UInt8], using rng: inout G) throws(WebSocketStateError) {
+        try writeControl(.ping, payload: payload, into: &buffer, using: &rng)
+    }
+
+    /// Appends an unsolicited pong (§5.5.3), e.g. a unidirectional heartbeat. Pongs answering
+    /// pings are emitted by ``nextAction(in:offset:using:)`` automatically.
+    ///
+    /// - Throws: `.invalidArgument` if `payload` exceeds 125 bytes (§5.5); `.notOpen` unless
+    ///   `state == .open`.
+    public mutating func writePong<G: RandomNumberGenerator>(payload: [UInt8], into buffer: inout [UInt8], using rng: inout G) throws(WebSocketStateError) {
+        try writeControl(.pong, payload: payload, into: &buffer, using: &rng)
+    }
+
+    private mutating func writeControl<G: RandomNumberGenerator>(_ opcode: WebSocketOpcode, payload: [UInt8], into buffer: inout [UInt8], using rng: inout G) throws(WebSocketStateError) {
+        guard payload.count <= 125 else { throw .invalidArgument }
+        guard state == .open else { throw .notOpen }
+        writeFrame(opcode, payload: payload, into: &buffer, using: &rng)
+    }
+
+    /// Starts the closing handshake (§7.1.2): appends a close frame and moves to `.closing`.
+    ///
+    /// `reason` is truncated on a Unicode scalar boundary to 123 bytes (§5.5: control payloads
+    /// are at most 125 bytes, 2 of them the code).
+    ///
+    /// - Returns: `false`, writing nothing, when a close was already sent or the connection is
+    ///   closed (so calling it twice is harmless).
+    /// - Throws: `.invalidArgument` if `code` must not be sent (1005, 1006, 1015, unassigned;
+    ///   §7.4.1), checked before the state.
+    @discardableResult
+    public mutating func writeClose<G: RandomNumberGenerator>(code: WebSocketCloseCode, reason: String, into buffer: inout [UInt8], using rng: inout G) throws(WebSocketStateError) -> Bool {
+        guard code.isSendable else { throw .invalidArgument }
+        guard state == .open else { return false }
+        writeFrame(.close, payload: WebSocketFrameSerializer.closePayload(code: code, reason: reason), into: &buffer, using: &rng)
+        state = .closing
+        return true
+    }
+
+    /// Records that the transport ended. Returns the final status: the one already reported by
+    /// `.closeTransport` if the machine got that far, otherwise 1006 (§7.1.5: closed without a
+    /// close handshake). State becomes `.closed`; later `nextAction` calls return `nil`.
+    public mutating func transportClosed() -> WebSocketCloseStatus {
+        pending = []
+        if let finalStatus { return finalStatus }
+        let status = WebSocketCloseStatus(code: .abnormalClosure)
+        terminate(status)
+        return status
+    }
+}

@@ -1,0 +1,92 @@
+/// The server side of the opening handshake (RFC 6455 §4.2.1 reading the request, §4.2.2
+/// answering it).
+public enum WebSocketServerHandshake {
+    /// The GUID appended to the key before hashing (RFC 6455 §1.3).
+    public static let acceptGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+    /// Header names ``acceptResponse(for:subprotocol:extraHeaders:)`` writes itself.
+    static let reservedResponseHeaders: [String] = [
+        "upgrade", "connection", "sec-websocket-accept", "sec-websocket-protocol",
+        "sec-websocket-extensions", "content-length", "transfer-encoding",
+    ]
+
+    /// Classifies a request head.
+    ///
+    /// A request without an `Upgrade` field is `.plainHTTP`. Any request with an `Upgrade`
+    /// field is treated as an attempted WebSocket upgrade and checked in this order, the first
+    /// failure being thrown with its ``WebSocketHandshakeError/response``:
+    /// 1. method `GET`, else ``WebSocketHandshakeError/badMethod`` — 405 with `Allow: GET`
+    ///    (405 rather than 400 because it names the fix; RFC 9110 §15.5.6 requires `Allow`);
+    /// 2. HTTP/1.1 or later, else ``WebSocketHandshakeError/badVersion`` — 400;
+    /// 3. `Upgrade` token list contains `websocket` (case-insensitive), else
+    ///    ``WebSocketHandshakeError/missingUpgrade`` — 400 (so `Upgrade: h2c` is rejected);
+    /// 4. `Connection` token list contains `upgrade`, else
+    ///    ``WebSocketHandshakeError/missingConnectionUpgrade`` — 400;
+    /// 5. exactly one non-empty `Host`, else ``WebSocketHandshakeError/missingHost`` — 400;
+    /// 6. exactly one `Sec-WebSocket-Version` equal to `13`, else
+    ///    ``WebSocketHandshakeError/unsupportedWebSocketVersion`` — 426 with
+    ///    `Sec-WebSocket-Version: 13` (§4.2.2 item 4; a missing version is answered the same
+    ///    way so the client learns what we speak);
+    /// 7. exactly one `Sec-WebSocket-Key` that is strict base64 of 16 bytes, else
+    ///    ``WebSocketHandshakeError/badKey`` — 400;
+    /// 8. every offered subprotocol a token, else ``WebSocketHandshakeError/badSubprotocol`` — 400.
+    public static func classify(_ head: HTTPRequestHead) throws(WebSocketHandshakeError) -> WebSocketRequestKind {
+        let headers = head.headers
+        guard headers.contains(name: "Upgrade") else { return .plainHTTP(head) }
+        guard head.method == "GET" else { throw .badMethod }
+        guard let version = head.versionNumbers, version.major > 1 || (version.major == 1 && version.minor >= 1) else {
+            throw .badVersion
+        }
+        guard headers.tokens(for: "Upgrade").contains("websocket") else { throw .missingUpgrade }
+        guard headers.tokens(for: "Connection").contains("upgrade") else { throw .missingConnectionUpgrade }
+        let hosts = headers.values(for: "Host")
+        guard hosts.count == 1, let host = hosts.first, !HTTPSyntax.trimmingOWS(host).isEmpty else { throw .missingHost }
+        let versions = headers.values(for: "Sec-WebSocket-Version")
+        guard versions.count == 1, let wsVersion = versions.first, HTTPSyntax.trimmingOWS(wsVersion) == "13" else {
+            throw .unsupportedWebSocketVersion
+        }
+        let keys = headers.values(for: "Sec-WebSocket-Key")
+        guard keys.count == 1, let rawKey = keys.first else { throw .badKey }
+        let key = HTTPSyntax.trimmingOWS(rawKey)
+        guard Base64.decode(key)?.count == 16 else { throw .badKey }
+        let subprotocols = headers.listElements(for: "Sec-WebSocket-Protocol")
+        guard subprotocols.allSatisfy(HTTPSyntax.isToken) else { throw .badSubprotocol }
+        return .upgrade(WebSocketUpgradeRequest(head: head, key: key, subprotocols: subprotocols, origin: headers["Origin"]))
+    }
+
+    /// `base64(SHA-1(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))` (RFC 6455 §4.2.2 item 5.4).
+    /// `key` is used exactly as given (the base64 text, not its decoding).
+    public static func acceptValue(forKey key: String) -> String {
+        Base64.encode(SHA1.hash(Array((key + acceptGUID).utf8)))
+    }
+
+    /// The `101 Switching Protocols` response bytes (§4.2.2 item 5): `Upgrade: websocket`,
+    /// `Connection: Upgrade`, `Sec-WebSocket-Accept`, `Sec-WebSocket-Protocol` when
+    /// `subprotocol` is given, then `extraHeaders` in order, ending with CRLF CRLF. No
+    /// extension is ever negotiated.
+    ///
+    /// - Throws: ``WebSocketHandshakeError/invalidArgument`` when `subprotocol` is not one of
+    ///   `request.subprotocols` or not a token, or an extra header has a non-token name, a name the response
+    ///   writes itself, or a value containing CR, LF, NUL or another control character.
+    public static func acceptResponse(for request: WebSocketUpgradeRequest, subprotocol: String?, extraHeaders: [(String, String)] = []) throws(WebSocketHandshakeError) -> [UInt8] {
+        if let subprotocol {
+            guard request.subprotocols.contains(subprotocol) else {
+                throw .argument("subprotocol \(subprotocol) was not offered by the client")
+            }
+            guard HTTPSyntax.isToken(subprotocol) else { throw .argument("subprotocol is not a token") }
+        }
+        for (name, value) in extraHeaders {
+            guard HTTPSyntax.isToken(name) else { throw .argument("header name is not a token") }
+            guard !reservedResponseHeaders.contains(HTTPSyntax.asciiLowercased(name)) else {
+                throw .argument("header \(name) is written by the handshake itself")
+            }
+            guard HTTPSyntax.isValidFieldValue(value) else { throw .argument("value of \(name) contains a control character") }
+        }
+        var response = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        response += "Sec-WebSocket-Accept: \(acceptValue(forKey: request.key))\r\n"
+        if let subprotocol { response += "Sec-WebSocket-Protocol: \(subprotocol)\r\n" }
+        for (name, value) in extraHeaders { response += "\(name): \(value)\r\n" }
+        response += "\r\n"
+        return Array(response.utf8)
+    }
+}
