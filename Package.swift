@@ -10,6 +10,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
     ],
     targets: [
         // OpenSSL (libssl-dev), linked as a system library.
@@ -29,6 +30,17 @@ let package = Package(
                 "SwitchboardCore", "COpenSSL", "CSwitchboardShims",
                 .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+        // Examples: products in their own right, each run by a test.
+        .executableTarget(
+            name: "echo-server",
+            dependencies: ["Switchboard", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Examples/EchoServer"
+        ),
+        .executableTarget(
+            name: "echo-client",
+            dependencies: ["Switchboard", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Examples/EchoClient"
         ),
         .testTarget(name: "SwitchboardCoreTests", dependencies: ["SwitchboardCore"]),
         .testTarget(name: "SwitchboardTests", dependencies: ["Switchboard"]),

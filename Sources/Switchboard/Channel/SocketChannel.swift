@@ -1,5 +1,6 @@
 #if canImport(Glibc)
 import Glibc
+import CSwitchboardShims
 #elseif canImport(Musl)
 import Musl
 #endif
@@ -159,17 +160,21 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         guard !isClosed else { return }
         if let tls {
             if sendOffset < sendBuffer.count {
-                do {
-                    try sendBuffer.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws(TLSError) in
-                        var off = sendOffset
+                let start = sendOffset
+                let result = sendBuffer.withUnsafeBytes { raw in
+                    Result { () throws(TLSError) -> Int in
+                        var off = start
                         while off < raw.count {
                             let n = try tls.writePlaintext(UnsafeRawBufferPointer(rebasing: raw[off...]))
                             if n <= 0 { break }
                             off += n
                         }
-                        sendOffset = off
+                        return off
                     }
-                } catch {
+                }
+                switch result {
+                case .success(let off): sendOffset = off
+                case .failure(let error):
                     fail(.tls(error.description))
                     return
                 }

@@ -46,10 +46,10 @@ public actor SocketAdapter: SocketClient {
         ended = nil
         let options = try endpoint.clientOptions()
         let group: EventLoopGroup
-        do {
-            group = try self.group ?? EventLoopGroup.shared
-        } catch {
-            throw .io(error)
+        if let g = self.group {
+            group = g
+        } else {
+            do { group = try EventLoopGroup.shared } catch { throw .io(error) }
         }
         do {
             let c = try await ClientConnector.connect(options, group: group)

@@ -99,6 +99,7 @@ public actor WebSocketConnection {
     /// has been delivered.
     public func receive() async -> WebSocketMessage? {
         if let m = dequeue() { return m }
+        if pendingClose != nil { runPendingClose() }
         if transportClosed || proto.state == .closed { return nil }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<WebSocketMessage?, Never>) in
@@ -141,7 +142,7 @@ public actor WebSocketConnection {
     private func dequeue() -> WebSocketMessage? {
         guard let m = inbound.popFirst() else { return nil }
         inboundBytes -= m.payloadCount
-        if inboundBytes <= configuration.inboundLowWaterMark && !transportClosed {
+        if inboundBytes <= configuration.inboundLowWaterMark && !transportClosed && pendingClose == nil {
             channel.setReading(true)
         }
         return m
@@ -156,10 +157,15 @@ public actor WebSocketConnection {
     fileprivate func handleRead(_ bytes: UnsafeRawBufferPointer) {
         counters?.bytesIn(bytes.count)
         var offset = 0
+        // Control replies produced after a message of this batch are held until the end of the
+        // batch, so that a close reply can wait for the application (see `pendingClose`).
+        var delivered = false
+        var held: [[UInt8]] = []
         while let action = proto.nextAction(in: bytes, offset: &offset, using: &rng) {
             switch action {
             case .message(let message):
                 counters?.messageIn()
+                delivered = true
                 if let w = messageWaiter, inbound.isEmpty {
                     messageWaiter = nil
                     w.resume(returning: message)
@@ -171,15 +177,42 @@ public actor WebSocketConnection {
                     }
                 }
             case .write(let frame):
-                channel.write(frame)
+                if delivered || !inbound.isEmpty { held.append(frame) } else { channel.write(frame) }
             case .ping, .pong:
                 break
             case .peerClosed(let status):
                 if closeStatus == nil { closeStatus = status }
             case .closeTransport(let status):
+                if delivered || !inbound.isEmpty {
+                    // Messages that arrived before the close (or the protocol error) are still
+                    // with the application: let it handle them, and answer them, before our
+                    // close frame goes out. Done when it next asks for a message and the queue
+                    // is empty, or after the close timeout at the latest.
+                    pendingClose = (held, status)
+                    channel.setReading(false)
+                    pendingCloseTimer = loop.schedule(after: configuration.closeTimeout) { [weak self] in
+                        self?.assumeIsolated { $0.runPendingClose() }
+                    }
+                    return
+                }
+                for frame in held { channel.write(frame) }
+                held = []
                 protocolFinished(status)
             }
         }
+        for frame in held { channel.write(frame) }
+    }
+
+    private var pendingClose: (writes: [[UInt8]], status: WebSocketCloseStatus)?
+    private var pendingCloseTimer: EventLoopTimer?
+
+    private func runPendingClose() {
+        guard let p = pendingClose else { return }
+        pendingClose = nil
+        pendingCloseTimer?.cancel()
+        pendingCloseTimer = nil
+        for frame in p.writes { channel.write(frame) }
+        protocolFinished(p.status)
     }
 
     private func protocolFinished(_ status: WebSocketCloseStatus) {
@@ -232,55 +265,52 @@ public actor WebSocketConnection {
 
     // MARK: Sending
 
-    /// Sends a text message.
+    /// Sends a text message. Waits while the outbound queue is above its high-water mark
+    /// (or throws, per ``WebSocketConfiguration/sendPolicy``); throws `.closed` once closing.
     public func send(text: String) async throws(SwitchboardError) {
+        try await waitUntilWritable()
         var text = text
-        try await text.withUTF8 { (buf) async throws(SwitchboardError) in
-            try await send(.text, UnsafeRawBufferPointer(buf))
-        }
+        try text.withUTF8 { buf in
+            Result { () throws(SwitchboardError) in try enqueue(.text, UnsafeRawBufferPointer(buf)) }
+        }.get()
     }
 
     /// Sends a binary message.
     public func send(binary: Data) async throws(SwitchboardError) {
-        let bytes = [UInt8](binary)
-        try await bytes.withUnsafeBytes { (buf) async throws(SwitchboardError) in
-            try await send(.binary, buf)
-        }
+        try await waitUntilWritable()
+        try binary.withUnsafeBytes { buf in
+            Result { () throws(SwitchboardError) in try enqueue(.binary, buf) }
+        }.get()
     }
 
     /// Sends a message.
     public func send(_ message: WebSocketMessage) async throws(SwitchboardError) {
+        try await waitUntilWritable()
         switch message {
-        case .text(let b):
-            try await b.withUnsafeBytes { (buf) async throws(SwitchboardError) in try await send(.text, buf) }
-        case .binary(let b):
-            try await b.withUnsafeBytes { (buf) async throws(SwitchboardError) in try await send(.binary, buf) }
+        case .text(let b): try enqueue(.text, b)
+        case .binary(let b): try enqueue(.binary, b)
         }
     }
 
-    private func send(_ opcode: WebSocketOpcode, _ payload: UnsafeRawBufferPointer) async throws(SwitchboardError) {
+    private func waitUntilWritable() async throws(SwitchboardError) {
         try checkOpen()
-        if !channel.isWritable {
-            if configuration.sendPolicy == .fail {
-                throw .limitExceeded("outbound queue above \(configuration.outboundHighWaterMark) bytes",
-                                     closeCode: .tryAgainLater)
-            }
-            // Payload pointers don't survive suspension: callers' buffers are copied first.
-            let copy = [UInt8](payload)
-            while !channel.isWritable {
-                try checkOpen()
-                channel.requestWritableSignal()
-                await withCheckedContinuation { sendWaiters.append($0) }
-            }
-            try checkOpen()
-            try enqueueFrame(opcode, copy)
-            return
+        guard !channel.isWritable else { return }
+        if configuration.sendPolicy == .fail {
+            throw .limitExceeded("outbound queue above \(configuration.outboundHighWaterMark) bytes",
+                                 closeCode: .tryAgainLater)
         }
-        try enqueue(opcode, payload)
+        while !channel.isWritable {
+            try checkOpen()
+            channel.requestWritableSignal()
+            await withCheckedContinuation { sendWaiters.append($0) }
+        }
+        try checkOpen()
     }
 
-    private func enqueueFrame(_ opcode: WebSocketOpcode, _ bytes: [UInt8]) throws(SwitchboardError) {
-        try bytes.withUnsafeBytes { (buf) throws(SwitchboardError) in try enqueue(opcode, buf) }
+    private func enqueue(_ opcode: WebSocketOpcode, _ bytes: [UInt8]) throws(SwitchboardError) {
+        try bytes.withUnsafeBytes { buf in
+            Result { () throws(SwitchboardError) in try enqueue(opcode, buf) }
+        }.get()
     }
 
     private func enqueue(_ opcode: WebSocketOpcode, _ payload: UnsafeRawBufferPointer) throws(SwitchboardError) {
@@ -385,6 +415,8 @@ public actor WebSocketConnection {
 
 extension WebSocketConnection: SocketChannelDelegate {
     nonisolated func channelRead(_ bytes: UnsafeRawBufferPointer) {
+        // Safety: the buffer is only used synchronously, on this loop thread, during the call.
+        nonisolated(unsafe) let bytes = bytes
         assumeIsolated { $0.handleRead(bytes) }
     }
 

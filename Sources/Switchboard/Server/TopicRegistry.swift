@@ -78,6 +78,8 @@ final class TopicRegistry: Sendable {
                     case .binary(let b): (.binary, b)
                     }
                     payload.withUnsafeBytes { buf in
+                        // Safety: used synchronously on this loop thread only.
+                        nonisolated(unsafe) let buf = buf
                         for c in conns where c.assumeIsolated({ $0.trySend(opcode, buf) }) { sent += 1 }
                     }
                     return sent

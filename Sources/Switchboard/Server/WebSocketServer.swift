@@ -43,7 +43,8 @@ public final class WebSocketServer: Sendable {
 
     // MARK: Set-up
 
-    /// Registers the handler for WebSocket upgrades on `path` (exact match, query ignored).
+    /// Registers the handler for WebSocket upgrades on `path` (exact match, query ignored;
+    /// `"*"` matches every path that has no route of its own).
     /// `authenticate` runs before the upgrade completes and can reject with 401/403.
     /// The handler runs in its own task on the connection's loop; when it returns, the
     /// connection is closed (1000) if still open.
@@ -58,7 +59,7 @@ public final class WebSocketServer: Sendable {
         state.withLock { $0.httpHandler = handler }
     }
 
-    func route(for path: String) -> WebSocketRoute? { state.withLock { $0.routes[path] } }
+    func route(for path: String) -> WebSocketRoute? { state.withLock { $0.routes[path] ?? $0.routes["*"] } }
     var httpHandler: (@Sendable (HTTPRequestHead) -> HTTPResponse?)? { state.withLock { $0.httpHandler } }
 
     // MARK: Lifecycle
@@ -103,7 +104,12 @@ public final class WebSocketServer: Sendable {
         }
         let result: Result<Void, SocketError> = await withCheckedContinuation { c in
             acceptLoop.execute {
-                do { try listener.start(); c.resume(returning: .success(())) } catch { c.resume(returning: .failure(error)) }
+                do throws(SocketError) {
+                    try listener.start()
+                    c.resume(returning: .success(()))
+                } catch {
+                    c.resume(returning: .failure(error))
+                }
             }
         }
         if case .failure(let e) = result { Socket.close(fd); throw .io(e) }
@@ -148,8 +154,9 @@ public final class WebSocketServer: Sendable {
         counters.open.wrappingAdd(1, ordering: .relaxed)
         let id = ObjectIdentifier(connection)
         state.withLock { $0.connections[id] = connection }
-        var log = logger
-        log[metadataKey: "connection"] = "\(connection.id)"
+        var connectionLogger = logger
+        connectionLogger[metadataKey: "connection"] = "\(connection.id)"
+        let log = connectionLogger
         log.debug("connection open", metadata: ["path": "\(connection.request?.path ?? "")"])
         connection.assumeIsolated { c in
             c.onClose { [self] status in

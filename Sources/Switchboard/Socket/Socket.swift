@@ -1,5 +1,6 @@
 #if canImport(Glibc)
 import Glibc
+import CSwitchboardShims
 #elseif canImport(Musl)
 import Musl
 #endif
@@ -74,7 +75,7 @@ enum Socket {
         var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let client = withUnsafeMutablePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                accept4(fd, $0, &len, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+                switchboard_accept_nonblocking(fd, $0, &len)
             }
         }
         if client >= 0 { return .accepted(client, SocketAddress(storage: storage, length: len)) }

@@ -1,0 +1,47 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Switchboard
+
+/// Echoes every text and binary message unchanged, on every path. The testee for Autobahn
+/// server runs and for benchmarks.
+@main
+struct EchoServer: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "echo-server", abstract: "WebSocket echo server (Autobahn testee, benchmark target).")
+
+    @Option(help: "Address to bind.") var host = "127.0.0.1"
+    @Option(help: "Port to listen on (0 = ephemeral; the bound port is printed).") var port = 9001
+    @Option(help: "PEM certificate chain file (enables wss).") var tlsCert: String?
+    @Option(help: "PEM private key file.") var tlsKey: String?
+    @Option(help: "Largest message accepted, in bytes.") var maxMessageSize = 16 << 20
+    @Option(help: "Event loops (default: one per core).") var loops: Int?
+
+    func validate() throws {
+        if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
+        if maxMessageSize < 1 { throw ValidationError("--max-message-size must be positive") }
+    }
+
+    func run() async throws {
+        var config = WebSocketServerConfiguration(host: host, port: port)
+        config.connection.protocolLimits = WebSocketProtocolLimits(maxFrameSize: maxMessageSize,
+                                                                   maxMessageSize: maxMessageSize)
+        config.loopCount = loops
+        if let tlsCert, let tlsKey {
+            config.tls = TLSServerConfiguration(certificateChainFile: tlsCert, privateKeyFile: tlsKey)
+        }
+        var logger = Logger(label: "echo-server")
+        logger.logLevel = .warning
+        let server = WebSocketServer(configuration: config, logger: logger)
+        server.route("*") { connection in
+            for await message in connection.messages() {
+                do { try await connection.send(message) } catch { break }
+            }
+        }
+        let bound = try await server.start()
+        // Unbuffered, so scripts waiting for this line see it at once.
+        FileHandle.standardOutput.write(Data("echo-server listening on \(config.tls == nil ? "ws" : "wss")://\(host):\(bound)\n".utf8))
+        await ShutdownSignal.wait()
+        await server.shutdown(timeout: .seconds(2))
+    }
+}
