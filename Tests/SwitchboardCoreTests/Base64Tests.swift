@@ -1,0 +1,44 @@
+import Testing
+@testable import SwitchboardCore
+
+@Suite("RFC 4648 base64")
+struct Base64Tests {
+    static let vectors: [(String, String)] = [
+        ("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"),
+        ("foob", "Zm9vYg=="), ("fooba", "Zm9vYmE="), ("foobar", "Zm9vYmFy"),
+    ]
+
+    @Test func section10VectorsEncode() {
+        for (plain, encoded) in Self.vectors {
+            #expect(Base64.encode(Array(plain.utf8)) == encoded)
+        }
+    }
+
+    @Test func section10VectorsDecode() {
+        for (plain, encoded) in Self.vectors {
+            #expect(Base64.decode(encoded) == Array(plain.utf8))
+        }
+    }
+
+    @Test func allByteValuesRoundTrip() {
+        let bytes = (0...255).map { UInt8($0) }
+        for length in 0...bytes.count {
+            let slice = Array(bytes.prefix(length))
+            #expect(Base64.decode(Base64.encode(slice)) == slice)
+        }
+        #expect(Base64.encode([0xFB, 0xFF, 0xBF]) == "+/+/")
+    }
+
+    @Test func invalidInputIsRejected() {
+        let invalid = [
+            "Zg", "Zg=", "Zm9", // missing padding / bad length
+            "Zg==Zg==", "Z===", "=Zg=", "Zm=v", "====", // padding in the wrong place
+            "Zm9v\n", " Zm9v", "Zm 9", // whitespace
+            "Zm9-", "Zm9_", "Zm9é=", "Zm\u{0}v", // outside the alphabet
+            "Zh==", "Zm9=", // non-zero unused bits (non-canonical)
+        ]
+        for string in invalid {
+            #expect(Base64.decode(string) == nil, "\(string.debugDescription)")
+        }
+    }
+}

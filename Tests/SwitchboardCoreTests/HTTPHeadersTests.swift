@@ -1,0 +1,59 @@
+import Testing
+@testable import SwitchboardCore
+
+@Suite("RFC 9110 §5 header fields")
+struct HTTPHeadersTests {
+    @Test func lookupIsCaseInsensitiveAndReturnsFirstValue() {
+        let headers: HTTPHeaders = ["Host": "a", "X-Dup": "1", "x-dup": "2"]
+        #expect(headers["host"] == "a")
+        #expect(headers["HOST"] == "a")
+        #expect(headers["X-DUP"] == "1")
+        #expect(headers["missing"] == nil)
+        #expect(headers.values(for: "x-Dup") == ["1", "2"])
+        #expect(headers.values(for: "none") == [])
+        #expect(headers.count == 3)
+        #expect(headers.contains(name: "HOST"))
+        #expect(!headers.contains(name: "Hos"))
+    }
+
+    @Test func orderAndDuplicatesArePreserved() {
+        var headers = HTTPHeaders([("B", "1")])
+        headers.add(name: "A", value: "2")
+        headers.add(name: "b", value: "3")
+        #expect(headers.map(\.name) == ["B", "A", "b"])
+        #expect(headers.map(\.value) == ["1", "2", "3"])
+    }
+
+    @Test func tokensSplitTrimAndLowercaseAcrossFields() {
+        let headers: HTTPHeaders = ["Connection": "keep-alive, Upgrade", "connection": " ,  CLOSE ,", "Other": "x"]
+        #expect(headers.tokens(for: "connection") == ["keep-alive", "upgrade", "close"])
+        #expect(headers.tokens(for: "missing") == [])
+    }
+
+    @Test func listElementsPreserveCase() {
+        let headers: HTTPHeaders = ["Sec-WebSocket-Protocol": "Chat,\tSuperChat ", "sec-websocket-protocol": "v2.JSON"]
+        #expect(headers.listElements(for: "Sec-WebSocket-Protocol") == ["Chat", "SuperChat", "v2.JSON"])
+    }
+
+    @Test func removeAndReplace() {
+        var headers: HTTPHeaders = ["A": "1", "a": "2", "B": "3"]
+        headers.replaceOrAdd(name: "A", value: "9")
+        #expect(headers.values(for: "a") == ["9"])
+        #expect(headers.map(\.name) == ["B", "A"])
+        headers.remove(name: "b")
+        #expect(headers.count == 1)
+    }
+
+    @Test func equalityComparesNamesCaseInsensitivelyAndValuesExactly() {
+        #expect(HTTPHeaders([("Host", "x")]) == HTTPHeaders([("host", "x")]))
+        #expect(HTTPHeaders([("Host", "x")]) != HTTPHeaders([("Host", "X")]))
+        #expect(HTTPHeaders([("A", "1"), ("B", "2")]) != HTTPHeaders([("B", "2"), ("A", "1")]))
+        #expect(HTTPHeaders([("A", "1")]) != HTTPHeaders([("A", "1"), ("A", "1")]))
+    }
+
+    @Test func nonASCIINamesNeverMatchByCaseFolding() {
+        let headers: HTTPHeaders = ["Ä": "1"]
+        #expect(headers["ä"] == nil)
+        #expect(headers["Ä"] == "1")
+    }
+}
