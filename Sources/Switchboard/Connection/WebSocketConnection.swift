@@ -314,10 +314,18 @@ public actor WebSocketConnection {
     }
 
     private func enqueue(_ opcode: WebSocketOpcode, _ payload: UnsafeRawBufferPointer) throws(SwitchboardError) {
-        do {
-            try proto.writeMessage(opcode, payload: payload, into: &channel.sendBuffer, using: &rng)
-        } catch {
-            throw closedError()
+        if pendingClose != nil {
+            // The core has seen the peer's close (or error) but our close frame is held back
+            // until the application answered earlier messages: frame the answer directly.
+            let key: WebSocketMaskingKey? = role == .client ? WebSocketMaskingKey(using: &rng) : nil
+            WebSocketFrameSerializer.writeFrame(opcode: opcode, payload: payload, maskingKey: key,
+                                                into: &channel.sendBuffer)
+        } else {
+            do {
+                try proto.writeMessage(opcode, payload: payload, into: &channel.sendBuffer, using: &rng)
+            } catch {
+                throw closedError()
+            }
         }
         counters?.messageOut(bytes: payload.count)
         channel.flushSoon()
@@ -328,7 +336,7 @@ public actor WebSocketConnection {
     /// blocking the publisher. Returns whether the message was queued.
     @discardableResult
     func trySend(_ opcode: WebSocketOpcode, _ payload: UnsafeRawBufferPointer) -> Bool {
-        guard !transportClosed, proto.state == .open else { return false }
+        guard isOpen else { return false }
         if !channel.isWritable {
             counters?.slowConsumerClosed()
             startClose(code: .tryAgainLater, reason: "slow consumer")
@@ -350,7 +358,7 @@ public actor WebSocketConnection {
     }
 
     private func checkOpen() throws(SwitchboardError) {
-        if transportClosed || proto.state != .open { throw closedError() }
+        if !isOpen { throw closedError() }
     }
 
     private func closedError() -> SwitchboardError {
@@ -372,6 +380,7 @@ public actor WebSocketConnection {
 
     /// Starts the close handshake without waiting.
     func startClose(code: WebSocketCloseCode, reason: String) {
+        if pendingClose != nil { runPendingClose() }
         guard !transportClosed, proto.state == .open else { return }
         let code = code.isSendable ? code : .normalClosure
         _ = try? proto.writeClose(code: code, reason: reason, into: &channel.sendBuffer, using: &rng)
@@ -404,7 +413,7 @@ public actor WebSocketConnection {
     }
 
     /// Whether the connection is still open for sending.
-    public var isOpen: Bool { !transportClosed && proto.state == .open }
+    public var isOpen: Bool { !transportClosed && (proto.state == .open || pendingClose != nil) }
 
     /// Closes TCP at once, without a close handshake.
     func abort() {
