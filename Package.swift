@@ -19,6 +19,8 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
         ),
+        // System SQLite (libsqlite3-dev), for the chat-room example's history.
+        .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         // Tiny C shims: OpenSSL macros Swift cannot import, and epoll/eventfd glue.
         .target(name: "CSwitchboardShims", dependencies: ["COpenSSL"]),
         // The pure RFC 6455 protocol core: no I/O, no clock, no randomness.
@@ -42,7 +44,13 @@ let package = Package(
             dependencies: ["Switchboard", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Examples/EchoClient"
         ),
+        .executableTarget(
+            name: "chat-room",
+            dependencies: ["Switchboard", "CSQLite", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Examples/ChatRoom"
+        ),
         .testTarget(name: "SwitchboardCoreTests", dependencies: ["SwitchboardCore"]),
+        .testTarget(name: "ChatRoomTests", dependencies: ["Switchboard"]),
         .testTarget(name: "SwitchboardTests", dependencies: ["Switchboard"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,138 @@
+import Foundation
+
+/// Limits of the chat protocol (docs/chat-protocol.md).
+enum ChatLimits {
+    static let maxNameLength = 64
+    static let maxTextLength = 2000
+    static let historyCount = 50
+}
+
+/// A protocol error sent as `{"type":"error","error":{"message","type","code"[,"retry_after"]}}`.
+struct ChatError: Error, Equatable, Sendable {
+    var message: String
+    var type: String
+    var code: String
+    var retryAfter: Double?
+
+    static func invalidJSON(_ detail: String) -> Self {
+        .init(message: "invalid JSON: \(detail)", type: "invalid_request_error", code: "invalid_json")
+    }
+    static func unknownType(_ t: String) -> Self {
+        .init(message: "unknown type '\(t)'", type: "invalid_request_error", code: "unknown_type")
+    }
+    static func missingField(_ f: String) -> Self {
+        .init(message: "missing field '\(f)'", type: "invalid_request_error", code: "missing_field")
+    }
+    static func invalidField(_ f: String, _ expected: String) -> Self {
+        .init(message: "field '\(f)' must be \(expected)", type: "invalid_request_error", code: "invalid_field")
+    }
+    static func invalidRoom(_ why: String) -> Self {
+        .init(message: "invalid room name: \(why)", type: "invalid_request_error", code: "invalid_room")
+    }
+    static func invalidUser(_ why: String) -> Self {
+        .init(message: "invalid user name: \(why)", type: "invalid_request_error", code: "invalid_user")
+    }
+    static let emptyText = Self(message: "message text is empty", type: "invalid_request_error", code: "empty_text")
+    static let textTooLong = Self(message: "message text is longer than \(ChatLimits.maxTextLength) characters",
+                                  type: "invalid_request_error", code: "text_too_long")
+    static func notJoined(_ room: String) -> Self {
+        .init(message: "not joined to room '\(room)'", type: "state_error", code: "not_joined")
+    }
+    static func alreadyJoined(_ room: String) -> Self {
+        .init(message: "already joined to room '\(room)'", type: "state_error", code: "already_joined")
+    }
+    static func nameTaken(_ user: String, _ room: String) -> Self {
+        .init(message: "user name '\(user)' is taken in room '\(room)'", type: "conflict_error", code: "name_taken")
+    }
+    static func rateLimited(retryAfter: Double) -> Self {
+        .init(message: "rate limit exceeded", type: "rate_limit_error", code: "rate_limited", retryAfter: retryAfter)
+    }
+    static let internalError = Self(message: "internal server error", type: "internal_server_error", code: "internal")
+}
+
+/// A client→server command, validated.
+enum ClientCommand: Equatable, Sendable {
+    case join(room: String, user: String)
+    case message(room: String, text: String)
+    case leave(room: String)
+    case typing(room: String, isTyping: Bool)
+}
+
+/// Parsing and validation of one inbound line: pure, shared with the test target.
+enum ChatValidation {
+    /// Parses one line (UTF-8 JSON object) into a validated command.
+    static func parse(_ line: Data) -> Result<ClientCommand, ChatError> {
+        let value: JSONValue
+        do {
+            value = try JSONDecoder().decode(JSONValue.self, from: line)
+        } catch {
+            return .failure(.invalidJSON("not a JSON document"))
+        }
+        guard case .object(let dict) = value else { return .failure(.invalidJSON("expected a JSON object")) }
+        guard let rawType = dict["type"], rawType != .null else { return .failure(.missingField("type")) }
+        guard case .string(let type) = rawType else { return .failure(.invalidField("type", "a string")) }
+        do throws(ChatError) {
+            switch type {
+            case "join":
+                let room = try validName(try string(dict, "room"), field: "room")
+                let user = try validName(try string(dict, "user"), field: "user")
+                return .success(.join(room: room, user: user))
+            case "message":
+                let room = try validName(try string(dict, "room"), field: "room")
+                let text = try string(dict, "text")
+                try validateText(text)
+                return .success(.message(room: room, text: text))
+            case "leave":
+                return .success(.leave(room: try validName(try string(dict, "room"), field: "room")))
+            case "typing":
+                let room = try validName(try string(dict, "room"), field: "room")
+                guard let raw = dict["isTyping"], raw != .null else { throw .missingField("isTyping") }
+                guard case .bool(let isTyping) = raw else { throw .invalidField("isTyping", "a boolean") }
+                return .success(.typing(room: room, isTyping: isTyping))
+            default:
+                return .failure(.unknownType(type))
+            }
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    private static func string(_ dict: [String: JSONValue], _ key: String) throws(ChatError) -> String {
+        guard let raw = dict[key], raw != .null else { throw .missingField(key) }
+        guard case .string(let s) = raw else { throw .invalidField(key, "a string") }
+        return s
+    }
+
+    /// Room and user names: trimmed, 1–64 characters, no control characters.
+    static func validName(_ raw: String, field: String) throws(ChatError) -> String {
+        let name = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+        let fail: (String) -> ChatError = { field == "room" ? .invalidRoom($0) : .invalidUser($0) }
+        if name.isEmpty { throw fail("empty") }
+        if name.count > ChatLimits.maxNameLength { throw fail("longer than \(ChatLimits.maxNameLength) characters") }
+        if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            throw fail("contains control characters")
+        }
+        return name
+    }
+
+    /// Message text: not blank, at most 2000 characters (Swift `Character`s, i.e. grapheme clusters).
+    static func validateText(_ text: String) throws(ChatError) {
+        if text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { throw .emptyText }
+        if text.count > ChatLimits.maxTextLength { throw .textTooLong }
+    }
+}
+
+/// Any JSON value; distinguishes booleans from numbers (unlike `JSONSerialization`).
+enum JSONValue: Decodable, Equatable, Sendable {
+    case null, bool(Bool), number(Double), string(String), array([JSONValue]), object([String: JSONValue])
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() { self = .null }
+        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
+        else if let n = try? c.decode(Double.self) { self = .number(n) }
+        else if let s = try? c.decode(String.self) { self = .string(s) }
+        else if let a = try? c.decode([JSONValue].self) { self = .array(a) }
+        else { self = .object(try c.decode([String: JSONValue].self)) }
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+
+/// One server→client line. Optional fields are omitted when nil.
+struct ServerEvent: Encodable, Sendable {
+    struct ErrorBody: Encodable, Sendable {
+        var message: String
+        var type: String
+        var code: String
+        var retry_after: Double?
+    }
+
+    /// A stored message, as sent in `history`.
+    struct Message: Encodable, Sendable {
+        var id: Int64
+        var room: String
+        var user: String
+        var text: String
+        var ts: Int64
+    }
+
+    var type: String
+    var id: Int64?
+    var ts: Int64?
+    var room: String?
+    var user: String?
+    var text: String?
+    var isTyping: Bool?
+    var users: [String]?
+    var messages: [Message]?
+    var error: ErrorBody?
+
+    init(type: String, id: Int64? = nil, ts: Int64? = nil, room: String? = nil, user: String? = nil,
+         text: String? = nil, isTyping: Bool? = nil, users: [String]? = nil, messages: [Message]? = nil,
+         error: ErrorBody? = nil) {
+        self.type = type; self.id = id; self.ts = ts; self.room = room; self.user = user; self.text = text
+        self.isTyping = isTyping; self.users = users; self.messages = messages; self.error = error
+    }
+
+    static func message(_ m: Message) -> Self {
+        .init(type: "message", id: m.id, ts: m.ts, room: m.room, user: m.user, text: m.text)
+    }
+
+    static func error(_ e: ChatError) -> Self {
+        .init(type: "error", error: ErrorBody(message: e.message, type: e.type, code: e.code, retry_after: e.retryAfter))
+    }
+
+    /// Compact JSON plus `\n`: one line.
+    var line: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data = (try? encoder.encode(self)) ?? Data(#"{"type":"error"}"#.utf8)
+        return String(decoding: data, as: UTF8.self) + "\n"
+    }
+}
+
+/// Event ids for non-message events (monotonic per server run) and timestamps (epoch ms).
+enum EventStamp {
+    private static let counter = AtomicCounter()
+    static func nextID() -> Int64 { counter.next() }
+    static func nowMillis() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
+}
+
+import Synchronization
+
+final class AtomicCounter: Sendable {
+    private let value = Atomic<Int64>(0)
+    func next() -> Int64 { value.add(1, ordering: .relaxed).newValue }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import Testing
+@testable import Switchboard
+
+// The README's two snippets, verbatim (keep in sync with README.md). They must compile, and
+// the client one is run against a real server below.
+
+struct ChatEndpoint: SocketEndpoint {
+    var scheme: SocketScheme { .ws }
+    var host: String { "127.0.0.1" }
+    var port: Int
+    var path: String { "/v1/ws" }
+}
+
+struct Join: JSONSocketCommand { var type = "join"; var room: String; var user: String }
+struct Say: JSONSocketCommand { var type = "message"; var room: String; var text: String }
+
+func chat(port: Int) async throws {
+    let socket = SocketAdapter()
+    let lines = try await socket.connect(to: ChatEndpoint(port: port))
+    try await socket.send(command: Join(room: "general", user: "alice"))
+    try await socket.send(command: Say(room: "general", text: "hello"))
+    for await line in lines {                       // one element per received line
+        print(String(decoding: line, as: UTF8.self))
+        if line.contains(UInt8(ascii: "!")) { break }
+    }
+    await socket.close()                            // idempotent; code 1000
+}
+
+func serve() async throws {
+    let server = WebSocketServer(configuration: .init(host: "127.0.0.1", port: 8080))
+    server.route("/v1/ws", authenticate: { request in
+        ConstantTime.equals(request.bearerToken ?? "", "s3cret")
+            ? .accept(userInfo: ["user": "alice"]) : .unauthorized()
+    }) { connection in
+        for await line in connection.lines() {      // echo every line back
+            try? await connection.send(text: String(decoding: line, as: UTF8.self) + "\n")
+        }
+    }
+    try await server.start()
+    await ShutdownSignal.wait()                     // SIGINT / SIGTERM
+    await server.shutdown(timeout: .seconds(5))     // close 1001 to all, flush, stop
+}
+
+@Suite("README examples")
+struct ReadmeExamplesTests {
+    @Test func readmeClientTalksToAServer() async throws {
+        let server = WebSocketServer()
+        let received = ReceivedLines()
+        server.route("/v1/ws") { connection in
+            for await line in connection.lines() {
+                let text = String(decoding: line, as: UTF8.self)
+                await received.append(text)
+                if text.contains("\"message\"") {
+                    try? await connection.send(text: "{\"echo\":\(text)}\n{\"done\":\"!\"}\n")
+                }
+            }
+        }
+        let port = try await server.start()
+        try await chat(port: port)
+        let lines = await received.lines
+        #expect(lines == [#"{"room":"general","type":"join","user":"alice"}"#,
+                          #"{"room":"general","text":"hello","type":"message"}"#])
+        await server.shutdown(timeout: .seconds(2))
+    }
+
+    @Test func commandsGetExactlyOneTrailingNewline() {
+        struct Raw: SocketCommand { var message: String }
+        #expect(Raw(message: "a").line == "a\n")
+        #expect(Raw(message: "a\n").line == "a\n")
+        #expect(Join(room: "r", user: "u").line == #"{"room":"r","type":"join","user":"u"}"# + "\n")
+    }
+}
+
+actor ReceivedLines {
+    var lines: [String] = []
+    func append(_ s: String) { lines.append(s) }
+}

@@ -1,0 +1,249 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Foundation
+
+/// A blocking TCP client over plain POSIX calls, for the bytes no well-behaved WebSocket library
+/// will send (unmasked frames, invalid UTF-8, wrong versions, slow or huge heads). Use it only on
+/// a thread of its own (``onServerTestThread(_:)``), never on the cooperative pool.
+final class ServerRawSocket {
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+        init(_ d: String) { description = d }
+    }
+
+    struct HTTPReply {
+        var status: Int
+        var headers: [(String, String)]
+        var body: [UInt8]
+        func header(_ name: String) -> String? {
+            headers.first { $0.0.lowercased() == name.lowercased() }?.1
+        }
+        var bodyText: String { String(decoding: body, as: UTF8.self) }
+    }
+
+    struct Frame {
+        var fin: Bool
+        var opcode: UInt8
+        var payload: [UInt8]
+        /// For a close frame: the status code, if the payload has one.
+        var closeCode: Int? {
+            opcode == 0x8 && payload.count >= 2 ? Int(payload[0]) << 8 | Int(payload[1]) : nil
+        }
+    }
+
+    private(set) var fd: Int32
+    private var buffer: [UInt8] = []
+
+    /// Connects to 127.0.0.1:`port`; reads and writes time out after `timeout` seconds.
+    /// `receiveBuffer` sets SO_RCVBUF before connecting (a small window for "slow" readers).
+    init(port: Int, timeout: Double = 5, receiveBuffer: Int32? = nil) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure("socket: errno \(errno)") }
+        if var size = receiveBuffer {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        setTimeout(timeout)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        if rc != 0 {
+            let e = errno
+            Glibc.close(fd)
+            fd = -1
+            throw Failure("connect: errno \(e)")
+        }
+    }
+
+    deinit { close() }
+
+    func setTimeout(_ seconds: Double) {
+        var tv = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1_000_000))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    func close() {
+        if fd >= 0 { Glibc.close(fd); fd = -1 }
+    }
+
+    // MARK: Writing
+
+    func send(_ bytes: [UInt8]) throws {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw Failure("send: errno \(errno)")
+            }
+            sent += n
+        }
+    }
+
+    func send(_ text: String) throws { try send(Array(text.utf8)) }
+
+    // MARK: Reading
+
+    /// Reads more bytes into the buffer; returns false at EOF. Throws on timeout or error.
+    @discardableResult
+    func fill() throws -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
+            if n > 0 { buffer += chunk[0..<n]; return true }
+            if n == 0 { return false }
+            if errno == EINTR { continue }
+            if errno == EAGAIN || errno == EWOULDBLOCK { throw Failure("read timed out") }
+            throw Failure("recv: errno \(errno)")
+        }
+    }
+
+    /// Whether the peer closed the connection (EOF, or a reset) within the timeout, discarding data.
+    func readsEOF() -> Bool {
+        while true {
+            do {
+                if try !fill() { return true }
+                buffer.removeAll()
+            } catch let f as Failure {
+                return f.description.hasPrefix("recv") // ECONNRESET counts as closed
+            } catch {
+                return false
+            }
+        }
+    }
+
+    /// Reads one HTTP response head and its `Content-Length` body.
+    func readHTTPResponse() throws -> HTTPReply {
+        let terminator: [UInt8] = [13, 10, 13, 10]
+        var end: Int?
+        while end == nil {
+            if buffer.count >= 4 {
+                for i in 0...(buffer.count - 4) where buffer[i..<(i + 4)].elementsEqual(terminator) {
+                    end = i
+                    break
+                }
+            }
+            if end == nil, try !fill() { throw Failure("EOF before the end of the HTTP head (got \(buffer.count) bytes)") }
+        }
+        let head = String(decoding: buffer[0..<end!], as: UTF8.self)
+        buffer.removeFirst(end! + 4)
+        var lines = head.components(separatedBy: "\r\n")
+        let statusLine = lines.removeFirst().split(separator: " ")
+        guard statusLine.count >= 2, let status = Int(statusLine[1]) else { throw Failure("bad status line: \(head)") }
+        let headers = lines.compactMap { line -> (String, String)? in
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+        }
+        var reply = HTTPReply(status: status, headers: headers, body: [])
+        if let length = reply.header("Content-Length").flatMap(Int.init) {
+            while buffer.count < length {
+                if try !fill() { throw Failure("EOF in the HTTP body") }
+            }
+            reply.body = Array(buffer[0..<length])
+            buffer.removeFirst(length)
+        }
+        return reply
+    }
+
+    /// Reads one (server, so unmasked) frame.
+    func readFrame() throws -> Frame {
+        func need(_ n: Int) throws {
+            while buffer.count < n { if try !fill() { throw Failure("EOF inside a frame") } }
+        }
+        try need(2)
+        let fin = buffer[0] & 0x80 != 0
+        let opcode = buffer[0] & 0x0F
+        guard buffer[1] & 0x80 == 0 else { throw Failure("server frame is masked") }
+        var length = Int(buffer[1] & 0x7F)
+        var headerLength = 2
+        if length == 126 {
+            try need(4)
+            length = Int(buffer[2]) << 8 | Int(buffer[3])
+            headerLength = 4
+        } else if length == 127 {
+            try need(10)
+            length = buffer[2..<10].reduce(0) { $0 << 8 | Int($1) }
+            headerLength = 10
+        }
+        try need(headerLength + length)
+        let payload = Array(buffer[headerLength..<(headerLength + length)])
+        buffer.removeFirst(headerLength + length)
+        return Frame(fin: fin, opcode: opcode, payload: payload)
+    }
+
+    /// Reads frames until a close frame (returned) — skipping data frames.
+    func readUntilCloseFrame() throws -> Frame {
+        while true {
+            let f = try readFrame()
+            if f.opcode == 0x8 { return f }
+        }
+    }
+
+    // MARK: WebSocket
+
+    /// Sends an upgrade request for `path` and expects `101`.
+    func handshake(path: String = "/", extraHeaders: [String] = []) throws {
+        try send(Self.upgradeRequest(path: path, extraHeaders: extraHeaders))
+        let reply = try readHTTPResponse()
+        guard reply.status == 101 else { throw Failure("expected 101, got \(reply.status): \(reply.bodyText)") }
+    }
+
+    static func upgradeRequest(path: String = "/", version: String = "13", extraHeaders: [String] = []) -> String {
+        var lines = [
+            "GET \(path) HTTP/1.1",
+            "Host: 127.0.0.1",
+            "Upgrade: websocket",
+            "Connection: Upgrade",
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+            "Sec-WebSocket-Version: \(version)",
+        ]
+        lines += extraHeaders
+        return lines.joined(separator: "\r\n") + "\r\n\r\n"
+    }
+
+    /// A client frame; masked with a fixed key unless `masked` is false.
+    static func frame(opcode: UInt8, payload: [UInt8], fin: Bool = true, masked: Bool = true) -> [UInt8] {
+        var out: [UInt8] = [(fin ? 0x80 : 0) | opcode]
+        let maskBit: UInt8 = masked ? 0x80 : 0
+        if payload.count < 126 {
+            out.append(maskBit | UInt8(payload.count))
+        } else if payload.count < 65536 {
+            out.append(maskBit | 126)
+            out += [UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
+        } else {
+            out.append(maskBit | 127)
+            for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8((payload.count >> shift) & 0xFF)) }
+        }
+        if masked {
+            let key: [UInt8] = [0x37, 0xFA, 0x21, 0x3D]
+            out += key
+            for (i, b) in payload.enumerated() { out.append(b ^ key[i & 3]) }
+        } else {
+            out += payload
+        }
+        return out
+    }
+
+    static func closeFrame(code: Int = 1000) -> [UInt8] {
+        frame(opcode: 0x8, payload: [UInt8(code >> 8), UInt8(code & 0xFF)])
+    }
+}
+
+/// Runs blocking work on a thread of its own (not the cooperative pool, which has only as many
+/// threads as cores and is shared with the server's tasks).
+func onServerTestThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { c in
+        let thread = Thread { c.resume(with: Result { try body() }) }
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+}

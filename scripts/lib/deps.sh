@@ -1,0 +1,63 @@
+# Shared by scripts/serve and scripts/test: installs what the build and the tests need when it
+# is missing (Debian/Ubuntu). apt-get runs only as root; otherwise we say what to install.
+
+say() { printf '==> %s\n' "$*" >&2; }
+
+apt_install() {
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+            sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
+            return
+        fi
+        say "missing packages: $*"
+        say "install them with: sudo apt-get install -y $*   (then re-run this command)"
+        exit 1
+    fi
+    if [ -z "${SWITCHBOARD_APT_UPDATED:-}" ]; then
+        apt-get update -qq
+        export SWITCHBOARD_APT_UPDATED=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# OpenSSL headers and pkg-config, needed to build the library.
+ensure_build_deps() {
+    local missing=()
+    command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+    if ! pkg-config --exists openssl 2>/dev/null && [ ! -f /usr/include/openssl/ssl.h ]; then
+        missing+=(libssl-dev)
+    fi
+    command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+    if [ ${#missing[@]} -gt 0 ]; then
+        say "installing ${missing[*]}"
+        apt_install "${missing[@]}"
+    fi
+}
+
+# SQLite headers, for the chat-room example's persistent history.
+ensure_sqlite() {
+    if [ ! -f /usr/include/sqlite3.h ]; then
+        say "installing libsqlite3-dev"
+        apt_install libsqlite3-dev
+    fi
+}
+
+# Python 3 with the `websockets` package (>= 13, asyncio API): the independent peer of the
+# interop tests.
+ensure_python_websockets() {
+    if ! command -v python3 >/dev/null 2>&1; then
+        say "installing python3"
+        apt_install python3 python3-pip
+    fi
+    if python3 -c 'import sys, websockets; sys.exit(0 if int(websockets.__version__.split(".")[0]) >= 13 else 1)' 2>/dev/null; then
+        return
+    fi
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+        say "installing python3-pip"
+        apt_install python3-pip
+    fi
+    say "installing Python websockets"
+    python3 -m pip install -q --disable-pip-version-check "websockets>=13" 2>/dev/null \
+        || python3 -m pip install -q --disable-pip-version-check --break-system-packages "websockets>=13" \
+        || python3 -m pip install -q --disable-pip-version-check --user --break-system-packages "websockets>=13"
+}
