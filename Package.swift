@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "SwitchboardCore", targets: ["SwitchboardCore"]),
         .library(name: "Switchboard", targets: ["Switchboard"]),
+        .library(name: "SwitchboardChannel", targets: ["SwitchboardChannel"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -33,6 +34,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The typed client of the /v1/ws agent channel (events, commands, withChannel).
+        .target(name: "SwitchboardChannel", dependencies: ["Switchboard"]),
         // Examples: products in their own right, each run by a test.
         .executableTarget(
             name: "echo-server",
@@ -49,7 +52,14 @@ let package = Package(
             dependencies: ["Switchboard", "CSQLite", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Examples/ChatRoom"
         ),
+        .executableTarget(
+            name: "agent-stream",
+            dependencies: ["Switchboard", "SwitchboardChannel",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Examples/AgentStream"
+        ),
         .testTarget(name: "SwitchboardCoreTests", dependencies: ["SwitchboardCore"]),
+        .testTarget(name: "AgentStreamTests", dependencies: ["Switchboard", "SwitchboardChannel"]),
         .testTarget(name: "ChatRoomTests", dependencies: ["Switchboard"]),
         .testTarget(name: "SwitchboardTests", dependencies: ["Switchboard"]),
     ],
