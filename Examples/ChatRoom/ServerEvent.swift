@@ -9,8 +9,9 @@ struct ServerEvent: Encodable, Sendable {
         var retry_after: Double?
     }
 
-    /// A stored message, as sent in `history`.
+    /// A stored message, as sent in `history`: the same fields as a `message` event.
     struct Message: Encodable, Sendable {
+        var type = "message"
         var id: Int64
         var room: String
         var user: String

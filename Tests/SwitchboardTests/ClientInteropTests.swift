@@ -35,7 +35,7 @@ struct ClientInteropTests {
     static func connectError(_ endpoint: some SocketEndpoint,
                              sourceLocation: SourceLocation = #_sourceLocation) async -> SwitchboardError? {
         let adapter = SocketAdapter()
-        do {
+        do throws(SwitchboardError) {
             _ = try await adapter.connect(to: endpoint)
             Issue.record("connect unexpectedly succeeded", sourceLocation: sourceLocation)
             await adapter.close()
@@ -237,7 +237,7 @@ struct ClientInteropTests {
 
     @Test func sendBeforeConnectAndAfterCloseIsNotConnected() async throws {
         let adapter = SocketAdapter()
-        do {
+        do throws(SwitchboardError) {
             try await adapter.send(command: RawCommand(message: "early"))
             Issue.record("send before connect succeeded")
         } catch {
@@ -247,7 +247,7 @@ struct ClientInteropTests {
             _ = try await adapter.connect(to: Self.endpoint(peer.port, "/echo"))
             try await adapter.send(command: RawCommand(message: "while open"))
             await adapter.close()
-            do {
+            do throws(SwitchboardError) {
                 try await adapter.send(command: RawCommand(message: "late"))
                 Issue.record("send after close succeeded")
             } catch {
@@ -371,7 +371,7 @@ struct ClientInteropTests {
         try await withInteropPeer { peer in
             let rejected = try Self.endpoint(peer.port, "/unauthorized", headers: headers)
             let adapter = SocketAdapter()
-            do {
+            do throws(SwitchboardError) {
                 _ = try await adapter.connect(to: rejected)
                 Issue.record("connect to /unauthorized succeeded")
             } catch {

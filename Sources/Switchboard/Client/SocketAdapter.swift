@@ -2,49 +2,105 @@ import Foundation
 import SwitchboardCore
 
 /// The client: one WebSocket connection at a time, received data as an `AsyncStream<Data>` of
-/// lines, typed commands out.
+/// lines, typed commands out, and optional automatic reconnection.
 ///
 /// ```swift
 /// let socket = SocketAdapter()
 /// let lines = try await socket.connect(to: ChatEndpoint.local)
 /// try await socket.send(command: ChatCommand.join(room: "general", user: "alice"))
 /// for await line in lines { print(String(decoding: line, as: UTF8.self)) }
-/// print(await socket.closeReason ?? "closed")
+/// print(await socket.closeStatus as Any)
 /// ```
 ///
-/// The stream finishes when the connection closes, fails, or the consuming task is cancelled;
+/// The stream finishes when the connection closes or fails (for good, when reconnecting), or
+/// when the consuming task is cancelled (the connection is then closed with 1001);
 /// ``closeStatus`` and ``lastError`` say why. `send` before `connect` or after the end throws
 /// ``SwitchboardError`` of kind `.notConnected`.
+///
+/// With a ``ReconnectPolicy``, a connection lost for a transient reason is re-opened with
+/// backoff; the stream does not finish in between, ``onReconnect(_:)`` re-sends set-up commands,
+/// and ``states`` reports each transition.
 public actor SocketAdapter: SocketClient {
     private let group: EventLoopGroup?
+    /// Reconnection policy; nil (the default) means the stream ends with the connection.
+    public nonisolated let reconnectPolicy: ReconnectPolicy?
+    private var options: WebSocketClientOptions?
     private var connection: WebSocketConnection?
     private var ended: (status: WebSocketCloseStatus?, error: SwitchboardError?)?
+    private var reconnecting = false
+    private var userClosed = false
+    private var replacementWaiters: [CheckedContinuation<Void, Never>] = []
+    private var reconnectHook: (@Sendable (SocketAdapter) async throws -> Void)?
+    private var queuedCommands: [String] = []
+    private var reconnectTask: Task<Void, Never>?
+    private var rng = SystemRandomNumberGenerator()
+    private let stateContinuation: AsyncStream<SocketConnectionState>.Continuation
 
-    /// - Parameter group: the event loops to use (default: the process-wide shared group).
-    public init(group: EventLoopGroup? = nil) {
+    /// Every state transition (`connecting`, `connected`, `reconnecting`, `closed`). Keeps the
+    /// newest 256 if nobody reads it.
+    public nonisolated let states: AsyncStream<SocketConnectionState>
+
+    /// - Parameters:
+    ///   - group: the event loops to use (default: the process-wide shared group).
+    ///   - reconnect: opt-in automatic reconnection (default: none).
+    public init(group: EventLoopGroup? = nil, reconnect: ReconnectPolicy? = nil) {
         self.group = group
+        self.reconnectPolicy = reconnect
+        (states, stateContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(256))
     }
 
+    deinit {
+        stateContinuation.finish()
+    }
+
+    // MARK: Connecting
+
     /// Opens the connection and returns its lines (split on `\n` / `\r\n`, one element per
-    /// line, lines may span messages). Closes any previous connection first.
+    /// line, lines may span messages). Closes any previous connection first. Throws if the
+    /// first attempt fails (reconnection applies to connections lost later).
     public func connect(to endpoint: some SocketEndpoint) async throws(SwitchboardError) -> AsyncStream<Data> {
-        let connection = try await open(endpoint)
-        return connection.lines()
+        try await start(endpoint)
+        return AsyncStream(unfolding: { [self] in await self.nextLine() },
+                           onCancel: { [self] in Task { await self.close(code: .goingAway) } })
     }
 
     /// Opens the connection and returns whole messages instead of lines.
     public func connectMessages(to endpoint: some SocketEndpoint) async throws(SwitchboardError) -> AsyncStream<WebSocketMessage> {
-        let connection = try await open(endpoint)
-        return connection.messages()
+        try await start(endpoint)
+        return AsyncStream(unfolding: { [self] in await self.nextMessage() },
+                           onCancel: { [self] in Task { await self.close(code: .goingAway) } })
     }
 
-    private func open(_ endpoint: some SocketEndpoint) async throws(SwitchboardError) -> WebSocketConnection {
+    /// Runs `hook` after every successful reconnection, before queued commands are flushed:
+    /// the place to re-send set-up commands (join a room, subscribe, authenticate).
+    public func onReconnect(_ hook: @escaping @Sendable (SocketAdapter) async throws -> Void) {
+        reconnectHook = hook
+    }
+
+    private func start(_ endpoint: some SocketEndpoint) async throws(SwitchboardError) {
         if let old = connection {
             connection = nil
             await old.close()
         }
+        reconnectTask?.cancel()
+        reconnectTask = nil
+        userClosed = false
         ended = nil
+        queuedCommands = []
         let options = try endpoint.clientOptions()
+        self.options = options
+        stateContinuation.yield(.connecting)
+        do {
+            try await install(open(options))
+        } catch {
+            ended = (nil, error)
+            stateContinuation.yield(.closed(code: nil, reason: "", error: error))
+            throw error
+        }
+        stateContinuation.yield(.connected)
+    }
+
+    private func open(_ options: WebSocketClientOptions) async throws(SwitchboardError) -> WebSocketConnection {
         let group: EventLoopGroup
         if let g = self.group {
             group = g
@@ -52,11 +108,8 @@ public actor SocketAdapter: SocketClient {
             do { group = try EventLoopGroup.shared } catch { throw .io(error) }
         }
         do {
-            let c = try await ClientConnector.connect(options, group: group)
-            connection = c
-            return c
+            return try await ClientConnector.connect(options, group: group)
         } catch let e as SwitchboardError {
-            ended = (nil, e)
             throw e
         } catch is CancellationError {
             throw .cancelled
@@ -65,11 +118,131 @@ public actor SocketAdapter: SocketClient {
         }
     }
 
+    private func install(_ c: WebSocketConnection) async {
+        connection = c
+        await c.onClose { [weak self] _ in
+            Task { await self?.connectionEnded(c) }
+        }
+    }
+
+    // MARK: Receiving
+
+    private func nextLine() async -> Data? {
+        while let c = connection {
+            if let line = await c.nextLine() { return line }
+            guard await waitForReplacement(of: c) else { return nil }
+        }
+        return nil
+    }
+
+    private func nextMessage() async -> WebSocketMessage? {
+        while let c = connection {
+            if let m = await c.receive() { return m }
+            guard await waitForReplacement(of: c) else { return nil }
+        }
+        return nil
+    }
+
+    /// After `c` ended: waits until the adapter has a new connection (true) or has given up (false).
+    private func waitForReplacement(of c: WebSocketConnection) async -> Bool {
+        while connection === c || (connection == nil && reconnecting) {
+            await withCheckedContinuation { replacementWaiters.append($0) }
+        }
+        return connection != nil
+    }
+
+    private func wakeReplacementWaiters() {
+        let w = replacementWaiters
+        replacementWaiters = []
+        for c in w { c.resume() }
+    }
+
+    // MARK: Reconnecting
+
+    private func connectionEnded(_ c: WebSocketConnection) async {
+        guard connection === c else { return }
+        let status = await c.closeStatus
+        let error = await c.error
+        ended = (status, error)
+        guard let policy = reconnectPolicy, !userClosed,
+              ReconnectPolicy.isTransient(closeCode: status?.code, error: error) else {
+            finish(status: status, error: error)
+            return
+        }
+        connection = nil
+        reconnecting = true
+        wakeReplacementWaiters()
+        reconnectTask = Task { await self.reconnectLoop(policy) }
+    }
+
+    private func reconnectLoop(_ policy: ReconnectPolicy) async {
+        var attempt = 0
+        var lastError: SwitchboardError? = ended?.error
+        while true {
+            attempt += 1
+            if let max = policy.maxAttempts, attempt > max {
+                finish(status: ended?.status, error: lastError)
+                return
+            }
+            let delay = policy.delay(forAttempt: attempt, using: &rng)
+            stateContinuation.yield(.reconnecting(attempt: attempt, delay: delay))
+            try? await Task.sleep(for: delay)
+            guard !userClosed, !Task.isCancelled, let options else {
+                finish(status: ended?.status, error: lastError)
+                return
+            }
+            stateContinuation.yield(.connecting)
+            do {
+                let c = try await open(options)
+                guard !userClosed else {
+                    await c.close(code: .goingAway)
+                    finish(status: ended?.status, error: lastError)
+                    return
+                }
+                await install(c)
+                reconnecting = false
+                stateContinuation.yield(.connected)
+                if let hook = reconnectHook { try? await hook(self) }
+                let queued = queuedCommands
+                queuedCommands = []
+                for text in queued { try? await c.send(text: text) }
+                wakeReplacementWaiters()
+                return
+            } catch {
+                lastError = error
+                if !ReconnectPolicy.isTransient(closeCode: nil, error: error) {
+                    ended = (ended?.status, error)
+                    finish(status: ended?.status, error: error)
+                    return
+                }
+            }
+        }
+    }
+
+    private func finish(status: WebSocketCloseStatus?, error: SwitchboardError?) {
+        connection = nil
+        reconnecting = false
+        queuedCommands = []
+        ended = (status, error)
+        stateContinuation.yield(.closed(code: status?.code, reason: status?.reason ?? "", error: error))
+        wakeReplacementWaiters()
+    }
+
+    // MARK: Sending
+
     /// The open connection, for the message-level API (`send(binary:)`, `messages()`, …).
     public var currentConnection: WebSocketConnection? { connection }
 
     /// Sends the command's text plus a trailing newline (if absent) as one text message.
+    /// While a reconnecting adapter is disconnected: see ``DisconnectedSendPolicy``.
     public func send(command: some SocketCommand) async throws(SwitchboardError) {
+        if connection == nil, reconnecting, case .queue(let max) = reconnectPolicy?.whileDisconnected {
+            guard queuedCommands.count < max else {
+                throw .limitExceeded("\(max) commands already queued while reconnecting", closeCode: .tryAgainLater)
+            }
+            queuedCommands.append(command.line)
+            return
+        }
         try await send(text: command.line)
     }
 
@@ -88,29 +261,28 @@ public actor SocketAdapter: SocketClient {
         try await requireConnection().ping(payload)
     }
 
-    /// Starts the close handshake and waits for it (bounded by the close timeout). Idempotent.
+    private func requireConnection() async throws(SwitchboardError) -> WebSocketConnection {
+        guard let c = connection, await c.isOpen else { throw .notConnected }
+        return c
+    }
+
+    // MARK: Closing
+
+    /// Starts the close handshake and waits for it (bounded by the close timeout); stops any
+    /// reconnection. Idempotent.
     public func close(code: WebSocketCloseCode = .normalClosure, reason: String = "") async {
-        guard let c = connection else { return }
+        userClosed = true
+        reconnectTask?.cancel()
+        guard let c = connection else {
+            if reconnecting { finish(status: ended?.status, error: ended?.error) }
+            return
+        }
         await c.close(code: code, reason: reason)
-        await remember(c)
+        ended = (await c.closeStatus, await c.error)
     }
 
     public func disconnect() async {
         await close()
-    }
-
-    private func requireConnection() async throws(SwitchboardError) -> WebSocketConnection {
-        guard let c = connection else { throw .notConnected }
-        if await !c.isOpen {
-            await remember(c)
-            throw .notConnected
-        }
-        return c
-    }
-
-    private func remember(_ c: WebSocketConnection) async {
-        ended = (await c.closeStatus, await c.error)
-        if connection === c { connection = nil }
     }
 
     /// Why the last connection ended: close code and reason (nil while connected or never connected).
@@ -127,5 +299,10 @@ public actor SocketAdapter: SocketClient {
             if let c = connection { return await c.error }
             return ended?.error
         }
+    }
+
+    /// Round-trip time of the last keepalive ping, if one has been answered.
+    public var lastPingRoundTrip: Duration? {
+        get async { await connection?.lastPingRoundTrip }
     }
 }

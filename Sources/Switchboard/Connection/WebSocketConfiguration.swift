@@ -38,6 +38,14 @@ public struct WebSocketConfiguration: Sendable, Equatable {
     /// leaves it to the implementation).
     public var closeTimeout: Duration = .seconds(10)
 
+    /// Keepalive: how often to send a ping (default 20 s: under the idle timeouts of common NATs
+    /// and load balancers, which start around 30–60 s). nil disables keepalive.
+    public var pingInterval: Duration? = .seconds(20)
+
+    /// How long to wait for the pong of a keepalive ping before declaring the peer dead and
+    /// closing with 1011 (default 20 s). The connection's error is then `.timedOut`.
+    public var pongTimeout: Duration = .seconds(20)
+
     /// How long the opening handshake (TCP connect excluded for clients) may take (default 10 s).
     public var handshakeTimeout: Duration = .seconds(10)
 

@@ -72,10 +72,59 @@ public actor WebSocketConnection {
         loop.assertInEventLoop()
         channel.delegate = self
         assumeIsolated { conn in
+            conn.scheduleKeepalive()
             if !leftover.isEmpty {
                 leftover.withUnsafeBytes { conn.handleRead($0) }
             }
         }
+    }
+
+    // MARK: Keepalive
+
+    private var keepaliveTimer: EventLoopTimer?
+    private var pongDeadline: EventLoopTimer?
+    private var outstandingPing: (payload: [UInt8], sentAt: UInt64)?
+    private var pingCounter: UInt64 = 0
+
+    /// Round-trip time of the last keepalive ping answered (nil until one has been).
+    public private(set) var lastPingRoundTrip: Duration?
+
+    private func scheduleKeepalive() {
+        guard let interval = configuration.pingInterval, !transportClosed else { return }
+        keepaliveTimer = loop.schedule(after: interval) { [weak self] in
+            self?.assumeIsolated { $0.sendKeepalivePing() }
+        }
+    }
+
+    private func sendKeepalivePing() {
+        guard !transportClosed, proto.state == .open else { return }
+        if outstandingPing == nil {
+            pingCounter &+= 1
+            let payload = withUnsafeBytes(of: pingCounter.bigEndian) { Array($0) }
+            do {
+                try proto.writePing(payload: payload, into: &channel.sendBuffer, using: &rng)
+            } catch {
+                return
+            }
+            channel.flushSoon()
+            outstandingPing = (payload, EventLoop.now())
+            pongDeadline = loop.schedule(after: configuration.pongTimeout) { [weak self] in
+                self?.assumeIsolated { conn in
+                    conn.fail(.timedOut("keepalive: no pong within \(conn.configuration.pongTimeout)"),
+                              code: .internalError, reason: "ping timeout")
+                }
+            }
+        }
+        scheduleKeepalive()
+    }
+
+    private func receivedPong(_ payload: [UInt8]) {
+        guard let ping = outstandingPing, ping.payload == payload else { return }  // unsolicited: ignored
+        outstandingPing = nil
+        pongDeadline?.cancel()
+        pongDeadline = nil
+        let elapsed = EventLoop.now() &- ping.sentAt
+        lastPingRoundTrip = .nanoseconds(Int64(clamping: elapsed))
     }
 
     // MARK: Receiving
@@ -178,7 +227,9 @@ public actor WebSocketConnection {
                 }
             case .write(let frame):
                 if delivered || !inbound.isEmpty { held.append(frame) } else { channel.write(frame) }
-            case .ping, .pong:
+            case .pong(let payload):
+                receivedPong(payload)
+            case .ping:
                 break
             case .peerClosed(let status):
                 if closeStatus == nil { closeStatus = status }
@@ -246,6 +297,12 @@ public actor WebSocketConnection {
         transportClosed = true
         closeTimer?.cancel()
         closeTimer = nil
+        keepaliveTimer?.cancel()
+        keepaliveTimer = nil
+        pongDeadline?.cancel()
+        pongDeadline = nil
+        pendingCloseTimer?.cancel()
+        pendingCloseTimer = nil
         if closeStatus == nil {
             closeStatus = proto.transportClosed()
         }

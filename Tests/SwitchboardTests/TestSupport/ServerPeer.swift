@@ -40,8 +40,11 @@ final class ServerPeer: Sendable {
         var err = Data()
         var lines: [[String: any Sendable]] = []
     }
-    private let buffers = Mutex(Buffers())
-    private let exited = Mutex<Int32?>(nil)
+    private final class Shared: Sendable {
+        let buffers = Mutex(Buffers())
+        let exited = Mutex<Int32?>(nil)
+    }
+    private let shared = Shared()
 
     /// Starts `server_client.py scenario port args…`.
     init(_ scenario: String, port: Int, _ args: [String] = []) throws {
@@ -50,9 +53,9 @@ final class ServerPeer: Sendable {
         process.standardOutput = stdoutPipe
         process.standardError = stderrPipe
         process.standardInput = FileHandle.nullDevice
-        stdoutPipe.fileHandleForReading.readabilityHandler = { [buffers] h in
+        stdoutPipe.fileHandleForReading.readabilityHandler = { [shared] h in
             let d = h.availableData
-            buffers.withLock { b in
+            shared.buffers.withLock { b in
                 b.out.append(d)
                 while let nl = b.out.firstIndex(of: 0x0A) {
                     let line = b.out[b.out.startIndex..<nl]
@@ -65,11 +68,11 @@ final class ServerPeer: Sendable {
                 }
             }
         }
-        stderrPipe.fileHandleForReading.readabilityHandler = { [buffers] h in
+        stderrPipe.fileHandleForReading.readabilityHandler = { [shared] h in
             let d = h.availableData
-            buffers.withLock { $0.err.append(d) }
+            shared.buffers.withLock { $0.err.append(d) }
         }
-        process.terminationHandler = { [exited] p in exited.withLock { $0 = p.terminationStatus } }
+        process.terminationHandler = { [shared] p in shared.exited.withLock { $0 = p.terminationStatus } }
         try process.run()
     }
 
@@ -77,7 +80,8 @@ final class ServerPeer: Sendable {
         switch v {
         case let s as String: return s
         case let n as NSNumber:
-            if CFGetTypeID(n) == CFBooleanGetTypeID() { return n.boolValue }
+            // JSON true/false arrive as boolean NSNumbers (ObjC type "c"), numbers as others.
+            if String(cString: n.objCType) == "c" { return n.boolValue }
             return n.intValue
         case let a as [Any]: return a.map { sendable($0) }
         case let d as [String: Any]: return d.mapValues { sendable($0) }
@@ -86,14 +90,14 @@ final class ServerPeer: Sendable {
         }
     }
 
-    var lines: [[String: any Sendable]] { buffers.withLock { $0.lines } }
+    var lines: [[String: any Sendable]] { shared.buffers.withLock { $0.lines } }
 
     /// Waits until a line with `event` has been printed (true) or the process ended / timeout (false).
     func waitFor(event: String, count: Int = 1, timeout: Duration = .seconds(20)) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if lines.filter({ ($0["event"] as? String) == event }).count >= count { return true }
-            if exited.withLock({ $0 }) != nil {
+            if shared.exited.withLock({ $0 }) != nil {
                 // Let the last output drain.
                 try? await Task.sleep(for: .milliseconds(50))
                 return lines.filter({ ($0["event"] as? String) == event }).count >= count
@@ -108,7 +112,7 @@ final class ServerPeer: Sendable {
     func finish(timeout: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation) async -> Result {
         let deadline = ContinuousClock.now + timeout
         var timedOut = false
-        while exited.withLock({ $0 }) == nil {
+        while shared.exited.withLock({ $0 }) == nil {
             if ContinuousClock.now >= deadline {
                 timedOut = true
                 process.terminate()
@@ -126,7 +130,7 @@ final class ServerPeer: Sendable {
         let restOut = (try? stdoutPipe.fileHandleForReading.readToEnd()) ?? nil
         let restErr = (try? stderrPipe.fileHandleForReading.readToEnd()) ?? nil
         let code = process.terminationStatus
-        let result = buffers.withLock { b -> Result in
+        let result = shared.buffers.withLock { b -> Result in
             if let restOut, !restOut.isEmpty {
                 b.out.append(restOut)
                 for line in b.out.split(separator: 0x0A) {

@@ -1,0 +1,190 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import Switchboard
+import SwitchboardChannel
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `agent-stream ask`: one prompt, rendered as it streams.
+struct Ask: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send one prompt and render the streamed turn (Ctrl-C cancels it).")
+
+    @Option(help: "Server base URL (host only), e.g. ws://127.0.0.1:8090") var url = "ws://127.0.0.1:8090"
+    @Option(help: "Session id (default: a new UUID).") var session: String?
+    @Option(help: "Bearer token.") var token: String?
+    @Option(help: "Model to ask for.") var model: String?
+    @Flag(help: "Answer every permission request with allow once.") var autoAllow = false
+    @Argument(help: "The prompt.") var prompt: String
+
+    func run() async throws {
+        let endpoint: ChannelEndpoint
+        do {
+            endpoint = try ChannelEndpoint(baseURL: url, sessionID: session ?? UUID().uuidString, token: token)
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        let outcome: ResultSubtype?
+        do {
+            outcome = try await withChannel(endpoint) { channel in
+                try await converse(channel)
+            }
+        } catch let error as SwitchboardError {
+            if error.httpStatus == 401 {
+                log("unauthorized: check --token")
+            } else {
+                log("\(error)")
+            }
+            throw ExitCode(1)
+        }
+        switch outcome {
+        case .success?: return
+        case .cancelled?: throw ExitCode(130)
+        default: throw ExitCode(1)
+        }
+    }
+
+    private func converse(_ channel: Channel) async throws -> ResultSubtype? {
+        let interrupt = Interrupt(channel: channel)
+        interrupt.install()
+        defer { interrupt.uninstall() }
+        try await channel.send(.message(content: prompt, model: model))
+        let renderer = Renderer()
+        for await event in channel.events {
+            renderer.render(event)
+            switch event {
+            case .permissionRequest(let id, let name, let input):
+                let decision = autoAllow ? PermissionDecision.allowOnce : await askUser(name: name, input: input)
+                if autoAllow { out("  (auto-allowed)\n") }
+                try await channel.send(.permission(toolUseId: id, decision: decision))
+            case .result(_, _, _, let subtype):
+                return subtype
+            case .rateLimited, .error:
+                if interrupt.fired { return .cancelled }
+            default:
+                break
+            }
+        }
+        out("\n")
+        if interrupt.fired { return .cancelled }
+        log("connection ended before the turn finished\(await channel.lastError.map { ": \($0)" } ?? "")")
+        return nil
+    }
+
+    private func askUser(name: String, input: JSONValue) async -> PermissionDecision {
+        while true {
+            out("  Allow \(name)? [a] allow once  [A] always allow  [d] deny: ")
+            let answer = await readLineAsync()
+            switch answer?.trimmingCharacters(in: .whitespaces) {
+            case "a": return .allowOnce
+            case "A": return .alwaysAllow
+            case "d", "D", nil: return .deny
+            default: continue
+            }
+        }
+    }
+
+    /// `readLine()` on a thread of its own, so the cooperative pool is not blocked.
+    private func readLineAsync() async -> String? {
+        await withCheckedContinuation { (c: CheckedContinuation<String?, Never>) in
+            Thread.detachNewThread { c.resume(returning: readLine()) }
+        }
+    }
+}
+
+/// Renders events as they arrive: inline text, tool cards, a summary line.
+final class Renderer: @unchecked Sendable {
+    // Safety: used from one task only.
+    private var midLine = false
+
+    func render(_ event: ChannelEvent) {
+        switch event {
+        case .partial(let text):
+            out(text)
+            midLine = true
+        case .assistant:
+            break
+        case .toolUse(let id, let name, let input):
+            newline()
+            out("┌─ tool \(name) [\(id)] \(input.jsonText)\n")
+        case .toolProgress(_, let elapsed):
+            out("│  running… \(String(format: "%.2f", elapsed)) s\n")
+        case .toolResult(_, let content, let isError):
+            let first = content.split(separator: "\n").map(String.init).joined(separator: ", ")
+            out("└─ \(isError ? "✗ error" : "✓ done"): \(first)\n")
+        case .permissionRequest(let id, let name, let input):
+            newline()
+            out("? permission requested for \(name) [\(id)] \(input.jsonText)\n")
+        case .response(_, let tokens):
+            newline()
+            out("(\(tokens) tokens)\n")
+        case .result(let turns, let ms, let cost, let subtype):
+            newline()
+            out("— \(subtype) · turn \(turns) · \(ms) ms · $\(String(format: "%.4f", cost))\n")
+        case .system(let message):
+            newline()
+            out("[system] \(message)\n")
+        case .error(let message, let type, _, _):
+            newline()
+            out("[error\(type.map { " \($0)" } ?? "")] \(message)\n")
+        case .rateLimited(let retryAfter):
+            newline()
+            out("[rate limited] retry after \(retryAfter) s\n")
+        case .unknown(let type, _):
+            newline()
+            out("[unknown event \(type)]\n")
+        case .decodingFailed(let raw, let reason):
+            newline()
+            out("[undecodable line: \(reason)] \(raw.prefix(120))\n")
+        }
+    }
+
+    private func newline() {
+        if midLine { out("\n") }
+        midLine = false
+    }
+}
+
+/// Ctrl-C: the first one sends `cancel` and closes the channel if the cancelled `result` has
+/// not arrived within 1.5 s; a second one exits at once (130).
+final class Interrupt: Sendable {
+    private let channel: Channel
+    private let state = Mutex<(source: DispatchSourceSignal?, count: Int)>((nil, 0))
+    private let queue = DispatchQueue(label: "agent-stream.sigint")
+
+    init(channel: Channel) { self.channel = channel }
+
+    var fired: Bool { state.withLock { $0.count > 0 } }
+
+    func install() {
+        signal(SIGINT, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: queue)
+        let channel = self.channel
+        source.setEventHandler { [self] in
+            let count = state.withLock { s in
+                s.count += 1
+                return s.count
+            }
+            if count > 1 { exit(130) }
+            out("\n^C cancelling…\n")
+            Task {
+                try? await channel.send(.cancel)
+                try? await Task.sleep(for: .milliseconds(1500))
+                await channel.close()
+            }
+        }
+        source.resume()
+        state.withLock { $0.source = source }
+    }
+
+    func uninstall() {
+        state.withLock { s in
+            s.source?.cancel()
+            s.source = nil
+        }
+        signal(SIGINT, SIG_DFL)
+    }
+}

@@ -1,0 +1,42 @@
+import Switchboard
+
+/// The chat's client→server commands, each sent as one compact JSON line (`JSONSocketCommand`).
+/// Shared with the test target (symlinked into Tests/ChatRoomTests/Shared).
+enum ChatCommand: JSONSocketCommand, Equatable {
+    case join(room: String, user: String)
+    case message(room: String, text: String)
+    case leave(room: String)
+    case typing(room: String, isTyping: Bool)
+
+    private enum Key: String, CodingKey { case type, room, user, text, isTyping }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        switch self {
+        case .join(let room, let user):
+            try c.encode("join", forKey: .type); try c.encode(room, forKey: .room); try c.encode(user, forKey: .user)
+        case .message(let room, let text):
+            try c.encode("message", forKey: .type); try c.encode(room, forKey: .room); try c.encode(text, forKey: .text)
+        case .leave(let room):
+            try c.encode("leave", forKey: .type); try c.encode(room, forKey: .room)
+        case .typing(let room, let isTyping):
+            try c.encode("typing", forKey: .type); try c.encode(room, forKey: .room); try c.encode(isTyping, forKey: .isTyping)
+        }
+    }
+}
+
+/// Where the chat server is: a `ws://` / `wss://` URL plus an optional bearer token (sent as
+/// `Authorization: Bearer …`). Shared with the test target.
+struct ChatEndpoint: SocketEndpoint {
+    private let base: WebSocketURLEndpoint
+
+    init(url: String, token: String? = nil) throws(SwitchboardError) {
+        base = try WebSocketURLEndpoint(url: url, headers: token.map { [("Authorization", "Bearer \($0)")] } ?? [])
+    }
+
+    var scheme: SocketScheme { base.scheme }
+    var host: String { base.host }
+    var port: Int { base.port }
+    var path: String { base.path }
+    var headers: [(name: String, value: String)] { base.headers }
+}

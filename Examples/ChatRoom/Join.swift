@@ -1,0 +1,144 @@
+import ArgumentParser
+import Foundation
+import Switchboard
+
+/// `chat-room join`: a terminal client.
+struct Join: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Join a room from the terminal.",
+        discussion: """
+            Type a line to send it to the current room. Commands: /join ROOM, /leave ROOM, /quit.
+            Exits 0 at end of input, 1 if the server closes the connection.
+            """)
+
+    @Option(help: "WebSocket URL of the server.") var url = "ws://127.0.0.1:8080/v1/ws"
+    @Option(help: "Room to join.") var room = "general"
+    @Option(help: "Your user name.") var user: String
+    @Option(help: "Bearer token (default: $CHAT_TOKEN).") var token: String?
+
+    func run() async throws {
+        let token = self.token ?? ProcessInfo.processInfo.environment["CHAT_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+        let endpoint: ChatEndpoint
+        do { endpoint = try ChatEndpoint(url: url, token: token) } catch { throw ValidationError(error.description) }
+
+        let socket = SocketAdapter()
+        let lines: AsyncStream<Data>
+        do { lines = try await socket.connect(to: endpoint) } catch {
+            Terminal.print("! cannot connect: \(error.description)\(error.httpBody.map { " \($0)" } ?? "")")
+            throw ExitCode(1)
+        }
+        try? await socket.send(command: ChatCommand.join(room: room, user: user))
+
+        let quitting = QuitFlag()
+        let initialRoom = room
+        let userName = user
+        // stdin on its own thread (blocking reads), commands sent from this task.
+        let input = Task {
+            var current: String? = initialRoom
+            var rooms: [String] = [initialRoom]
+            for await text in Terminal.stdinLines() {
+                let parts = text.split(separator: " ", maxSplits: 1).map(String.init)
+                switch parts.first {
+                case "/quit":
+                    break
+                case "/join" where parts.count == 2:
+                    try? await socket.send(command: ChatCommand.join(room: parts[1], user: userName))
+                    current = parts[1]
+                    if !rooms.contains(parts[1]) { rooms.append(parts[1]) }
+                    continue
+                case "/leave" where parts.count == 2:
+                    try? await socket.send(command: ChatCommand.leave(room: parts[1]))
+                    rooms.removeAll { $0 == parts[1] }
+                    if current == parts[1] { current = rooms.last }
+                    continue
+                case let c? where c.hasPrefix("/"):
+                    Terminal.print("! unknown command (use /join ROOM, /leave ROOM, /quit)")
+                    continue
+                default:
+                    if text.isEmpty { continue }
+                    guard let current else { Terminal.print("! not in a room (use /join ROOM)"); continue }
+                    try? await socket.send(command: ChatCommand.message(room: current, text: text))
+                    continue
+                }
+                break
+            }
+            // End of input or /quit: close cleanly.
+            await quitting.set()
+            await socket.close(code: .normalClosure, reason: "bye")
+        }
+
+        for await line in lines {
+            if let text = EventFormatter.format(line) { Terminal.print(text) }
+        }
+        input.cancel()
+        if await quitting.value { return }
+        let status = await socket.closeStatus
+        let code = status.map { "\($0.code.rawValue)" } ?? "1006"
+        let reason = status?.reason ?? ""
+        Terminal.print("connection closed (\(code)\(reason.isEmpty ? "" : " \(reason)"))")
+        throw ExitCode(1)
+    }
+}
+
+actor QuitFlag {
+    private(set) var value = false
+    func set() { value = true }
+}
+
+/// Turns server event lines into readable terminal lines.
+enum EventFormatter {
+    private struct Event: Decodable {
+        struct ErrorBody: Decodable { var message: String; var retry_after: Double? }
+        struct Message: Decodable { var room: String?; var user: String; var text: String }
+        var type: String
+        var room: String?
+        var user: String?
+        var text: String?
+        var isTyping: Bool?
+        var users: [String]?
+        var messages: [Message]?
+        var error: ErrorBody?
+    }
+
+    static func format(_ line: Data) -> String? {
+        guard let e = try? JSONDecoder().decode(Event.self, from: line) else {
+            return line.isEmpty ? nil : "? \(String(decoding: line, as: UTF8.self))"
+        }
+        let r = "[\(e.room ?? "?")]"
+        switch e.type {
+        case "message": return "\(r) \(e.user ?? "?"): \(e.text ?? "")"
+        case "join": return "\(r) * \(e.user ?? "?") joined"
+        case "leave": return "\(r) * \(e.user ?? "?") left"
+        case "typing": return e.isTyping == true ? "\(r) * \(e.user ?? "?") is typing…" : nil
+        case "presence": return "\(r) users: \((e.users ?? []).joined(separator: ", "))"
+        case "history":
+            let messages = e.messages ?? []
+            if messages.isEmpty { return nil }
+            return messages.map { "\(r) \($0.user): \($0.text)" }.joined(separator: "\n")
+        case "error":
+            let retry = e.error?.retry_after.map { " (retry after \($0) s)" } ?? ""
+            return "! \(e.error?.message ?? "error")\(retry)"
+        default: return nil
+        }
+    }
+}
+
+enum Terminal {
+    /// Writes a line to stdout unbuffered (stdout is often a pipe).
+    static func print(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    /// Lines of standard input, read on a dedicated thread; finishes at EOF.
+    static func stdinLines() -> AsyncStream<String> {
+        AsyncStream { continuation in
+            let thread = Thread {
+                while let line = readLine(strippingNewline: true) {
+                    continuation.yield(line)
+                }
+                continuation.finish()
+            }
+            thread.start()
+        }
+    }
+}

@@ -1,0 +1,84 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Switchboard
+
+/// `chat-room serve`: the chat server.
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run the chat server (the default command).")
+
+    @Option(help: "Address to bind.") var host = "127.0.0.1"
+    @Option(help: "Port to listen on (0 = ephemeral; the bound port is printed).") var port = 8080
+    @Option(help: "SQLite database file for history (':memory:' keeps it in memory).") var db = "chat-room.sqlite"
+    @Option(help: "Require this bearer token (Authorization header or ?token=). Default: $CHAT_TOKEN.") var token: String?
+    @Option(help: "PEM certificate chain file (enables https/wss).") var tlsCert: String?
+    @Option(help: "PEM private key file.") var tlsKey: String?
+
+    func validate() throws {
+        if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
+        if !(0...65535).contains(port) { throw ValidationError("--port must be 0...65535") }
+    }
+
+    func run() async throws {
+        let requiredToken = token ?? ProcessInfo.processInfo.environment["CHAT_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+        var config = WebSocketServerConfiguration(host: host, port: port)
+        if let tlsCert, let tlsKey {
+            config.tls = TLSServerConfiguration(certificateChainFile: tlsCert, privateKeyFile: tlsKey)
+        }
+        var logger = Logger(label: "chat-room")
+        logger.logLevel = .warning
+
+        let store: HistoryStore
+        do { store = try HistoryStore(path: db) } catch {
+            throw ValidationError("\(error)")
+        }
+        let server = WebSocketServer(configuration: config, logger: logger)
+        let directory = RoomDirectory(server: server)
+
+        server.onHTTPRequest { head in
+            switch (head.method, head.path) {
+            case ("GET", "/"), ("HEAD", "/"):
+                return HTTPResponse(status: 200,
+                                    headers: ["Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"],
+                                    body: Array(WebPage.html.utf8))
+            case ("GET", "/healthz"):
+                return .json(status: 200, #"{"status":"ok"}"#)
+            case (_, "/"):
+                return .error(status: 405, message: "method not allowed", type: "invalid_request_error", code: "method_not_allowed")
+            default:
+                return nil
+            }
+        }
+        let authenticate: (@Sendable (WebSocketUpgradeRequest) async -> WebSocketAuthDecision)?
+        if let requiredToken {
+            authenticate = { request in
+                guard let presented = request.bearerToken, ConstantTime.equals(presented, requiredToken) else {
+                    return .unauthorized()
+                }
+                return .accept()
+            }
+        } else {
+            authenticate = nil
+        }
+        server.route("/v1/ws", authenticate: authenticate) { connection in
+            var session = ChatSession(connection: connection, server: server, directory: directory, store: store)
+            await session.run()
+        }
+
+        let bound: Int
+        do { bound = try await server.start() } catch {
+            await store.close()
+            throw error
+        }
+        let secure = config.tls != nil
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        // First stdout line, unbuffered: scripts and tests wait for it.
+        FileHandle.standardOutput.write(Data(
+            "chat-room listening on \(secure ? "https" : "http")://\(shownHost):\(bound)  (WebSocket: \(secure ? "wss" : "ws")://\(shownHost):\(bound)/v1/ws)\n".utf8))
+
+        await ShutdownSignal.wait()
+        FileHandle.standardOutput.write(Data("chat-room shutting down\n".utf8))
+        await server.shutdown(timeout: .seconds(5))
+        await store.close()
+    }
+}

@@ -1,0 +1,165 @@
+/// The browser client served at `GET /`: self-contained HTML, CSS and JS (no CDN). It opens a
+/// WebSocket to `/v1/ws` on the same host, passing `?token=` through from the page URL.
+enum WebPage {
+    static let html = #"""
+<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Switchboard chat</title>
+<style>
+  :root { --bg:#f4f5f7; --card:#fff; --ink:#1d2433; --muted:#6b7385; --accent:#3563e9; --err:#c62828; }
+  * { box-sizing: border-box; }
+  body { margin:0; font:15px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; background:var(--bg); color:var(--ink); }
+  header { padding:12px 20px; background:var(--ink); color:#fff; display:flex; gap:12px; align-items:center; flex-wrap:wrap; }
+  header h1 { font-size:17px; margin:0 12px 0 0; }
+  header input { padding:6px 8px; border-radius:6px; border:0; width:140px; }
+  button { padding:6px 14px; border-radius:6px; border:0; background:var(--accent); color:#fff; font-weight:600; cursor:pointer; }
+  button:disabled { opacity:.5; cursor:default; }
+  #status { margin-left:auto; font-size:13px; color:#c9d1e3; }
+  main { display:grid; grid-template-columns: 1fr 200px; gap:16px; padding:16px 20px; height:calc(100vh - 58px); }
+  .card { background:var(--card); border-radius:10px; box-shadow:0 1px 3px rgba(0,0,0,.08); padding:12px; min-height:0; }
+  #chat { display:flex; flex-direction:column; }
+  #messages { flex:1; overflow-y:auto; padding:4px; }
+  .msg { padding:3px 0; word-wrap:break-word; }
+  .msg .user { font-weight:700; color:var(--accent); }
+  .sys { color:var(--muted); font-style:italic; }
+  .err { color:var(--err); }
+  #typing { height:20px; font-size:13px; color:var(--muted); }
+  form { display:flex; gap:8px; }
+  #text { flex:1; padding:8px; border:1px solid #ccd2de; border-radius:6px; }
+  #presence { list-style:none; margin:0; padding:0; }
+  #presence li { padding:3px 0; } #presence li::before { content:"● "; color:#2e9d4f; }
+  h2 { font-size:13px; text-transform:uppercase; color:var(--muted); margin:0 0 8px; }
+</style>
+</head>
+<body>
+<header>
+  <h1>Switchboard chat</h1>
+  <label>Room <input id="room" value="general" maxlength="64"></label>
+  <label>Name <input id="user" placeholder="your name" maxlength="64"></label>
+  <button id="join">Join</button>
+  <span id="status">connecting…</span>
+</header>
+<main>
+  <section id="chat" class="card">
+    <div id="messages" aria-live="polite"></div>
+    <div id="typing"></div>
+    <form id="composer">
+      <input id="text" placeholder="Message" autocomplete="off" maxlength="2000" disabled>
+      <button id="send" type="submit" disabled>Send</button>
+    </form>
+  </section>
+  <aside class="card"><h2>In this room</h2><ul id="presence"></ul></aside>
+</main>
+<script>
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const params = new URLSearchParams(location.search);
+  const token = params.get("token");
+  const wsURL = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/v1/ws" +
+                (token ? "?token=" + encodeURIComponent(token) : "");
+  let ws = null, room = null, me = null, seen = new Set(), users = [], typers = new Map(), typingSent = false, typingTimer = null;
+
+  function status(text) { $("status").textContent = text; }
+  function line(cls, parts) {
+    const div = document.createElement("div");
+    div.className = "msg " + cls;
+    for (const [c, t] of parts) { const s = document.createElement("span"); if (c) s.className = c; s.textContent = t; div.appendChild(s); }
+    $("messages").appendChild(div);
+    $("messages").scrollTop = $("messages").scrollHeight;
+  }
+  function showMessage(m) {
+    if (m.id != null) { if (seen.has(m.id)) return; seen.add(m.id); }
+    line("", [["user", m.user], ["", ": " + m.text]]);
+  }
+  function renderPresence() {
+    const ul = $("presence"); ul.textContent = "";
+    for (const u of users) { const li = document.createElement("li"); li.textContent = u; ul.appendChild(li); }
+  }
+  function renderTyping() {
+    const names = [...typers.keys()];
+    $("typing").textContent = names.length === 0 ? "" :
+      names.join(", ") + (names.length === 1 ? " is typing…" : " are typing…");
+  }
+  function send(obj) { if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(obj) + "\n"); }
+
+  function handle(ev) {
+    if (ev.room && room && ev.room !== room && ev.type !== "error") return;
+    switch (ev.type) {
+      case "message": showMessage(ev); typers.delete(ev.user); renderTyping(); break;
+      case "history": for (const m of ev.messages) showMessage(m); break;
+      case "presence": users = ev.users.slice(); renderPresence(); break;
+      case "join":
+        if (ev.user !== me) { users.push(ev.user); renderPresence(); }
+        line("sys", [["", ev.user === me ? "you joined " + ev.room + " as " + me : ev.user + " joined"]]); break;
+      case "leave":
+        users = users.filter((u) => u !== ev.user); renderPresence(); typers.delete(ev.user); renderTyping();
+        line("sys", [["", ev.user + " left"]]); break;
+      case "typing":
+        clearTimeout(typers.get(ev.user));
+        if (ev.isTyping) typers.set(ev.user, setTimeout(() => { typers.delete(ev.user); renderTyping(); }, 6000));
+        else typers.delete(ev.user);
+        renderTyping(); break;
+      case "error":
+        line("err", [["", "! " + ev.error.message]]);
+        if (ev.error.code === "name_taken" || ev.error.code === "invalid_user" || ev.error.code === "invalid_room") {
+          room = null; me = null; setJoined(false);
+        }
+        break;
+    }
+  }
+  function setJoined(on) { $("text").disabled = !on; $("send").disabled = !on; if (on) $("text").focus(); }
+
+  function connect() {
+    status("connecting…");
+    ws = new WebSocket(wsURL);
+    let buffer = "";
+    ws.onopen = () => { status("connected"); $("join").disabled = false; };
+    ws.onmessage = (e) => {
+      buffer += e.data;
+      let i;
+      while ((i = buffer.indexOf("\n")) >= 0) {
+        const l = buffer.slice(0, i); buffer = buffer.slice(i + 1);
+        if (!l.trim()) continue;
+        try { handle(JSON.parse(l)); } catch (err) { console.error(err, l); }
+      }
+    };
+    ws.onclose = (e) => {
+      status("disconnected (" + e.code + (e.reason ? " " + e.reason : "") + ")");
+      $("join").disabled = true; setJoined(false); room = null;
+    };
+  }
+
+  $("join").addEventListener("click", () => {
+    const r = $("room").value.trim(), u = $("user").value.trim();
+    if (!r || !u) { line("err", [["", "! enter a room and a name"]]); return; }
+    if (room) send({ type: "leave", room });
+    room = r; me = u; seen = new Set(); users = []; typers.clear();
+    $("messages").textContent = ""; renderPresence(); renderTyping();
+    send({ type: "join", room: r, user: u });
+    setJoined(true);
+  });
+  $("composer").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const t = $("text").value;
+    if (!room || !t.trim()) return;
+    send({ type: "message", room, text: t });
+    $("text").value = "";
+    if (typingSent) { typingSent = false; send({ type: "typing", room, isTyping: false }); }
+  });
+  $("text").addEventListener("input", () => {
+    if (!room) return;
+    if (!typingSent) { typingSent = true; send({ type: "typing", room, isTyping: true }); }
+    clearTimeout(typingTimer);
+    typingTimer = setTimeout(() => { typingSent = false; send({ type: "typing", room, isTyping: false }); }, 3000);
+  });
+  $("join").disabled = true;
+  connect();
+})();
+</script>
+</body>
+</html>
+"""#
+}

@@ -1,0 +1,85 @@
+import SwitchboardCore
+
+/// Opt-in automatic reconnection for ``SocketAdapter``: exponential backoff with full jitter.
+///
+/// The delay before attempt *n* (1-based) is a uniformly random value in
+/// `0 ... min(cap, base × 2^(n-1))` ("full jitter"), so a fleet of clients does not reconnect
+/// in lockstep after a server restart. Only transient failures are retried: connection refused,
+/// reset or timed out, DNS failures, 5xx handshake answers, and closes with 1001, 1006, 1011,
+/// 1012 or 1013. Never 4xx handshake rejections, TLS failures, or closes with 1000, 1002, 1003,
+/// 1007, 1008, 1009 and other codes.
+public struct ReconnectPolicy: Sendable, Equatable {
+    /// First backoff ceiling (default 0.5 s).
+    public var baseDelay: Duration
+    /// Largest backoff ceiling (default 30 s).
+    public var maxDelay: Duration
+    /// Attempts per outage before giving up; nil retries forever (default nil).
+    public var maxAttempts: Int?
+    /// What `send` does while disconnected.
+    public var whileDisconnected: DisconnectedSendPolicy
+
+    public init(baseDelay: Duration = .milliseconds(500), maxDelay: Duration = .seconds(30), maxAttempts: Int? = nil,
+                whileDisconnected: DisconnectedSendPolicy = .failFast) {
+        self.baseDelay = baseDelay
+        self.maxDelay = maxDelay
+        self.maxAttempts = maxAttempts
+        self.whileDisconnected = whileDisconnected
+    }
+
+    /// No reconnection: the stream finishes when the connection ends (the default).
+    public static let never: ReconnectPolicy? = nil
+
+    /// Backoff ceiling before attempt `attempt` (1-based).
+    public func ceiling(forAttempt attempt: Int) -> Duration {
+        let shift = min(max(attempt - 1, 0), 30)
+        let base = baseDelay.nanosecondsClamped
+        let (scaled, overflow) = base.multipliedReportingOverflow(by: UInt64(1) << UInt64(shift))
+        let cap = maxDelay.nanosecondsClamped
+        let ns = overflow ? cap : min(cap, scaled)
+        return .nanoseconds(Int64(clamping: ns))
+    }
+
+    /// A full-jitter delay for `attempt`.
+    public func delay<G: RandomNumberGenerator>(forAttempt attempt: Int, using rng: inout G) -> Duration {
+        let ceiling = ceiling(forAttempt: attempt).nanosecondsClamped
+        guard ceiling > 0 else { return .zero }
+        return .nanoseconds(Int64(clamping: UInt64.random(in: 0...ceiling, using: &rng)))
+    }
+
+    /// Whether a connection that ended this way should be retried.
+    public static func isTransient(closeCode: WebSocketCloseCode?, error: SwitchboardError?) -> Bool {
+        if let error {
+            switch error.kind {
+            case .connect, .timedOut, .io, .dns: return true
+            case .handshakeRejected: return (error.httpStatus ?? 0) >= 500
+            case .protocolViolation, .limitExceeded, .tls, .invalidArgument, .cancelled: return false
+            default: break
+            }
+        }
+        guard let code = closeCode else { return true }
+        switch code.rawValue {
+        case 1001, 1006, 1011, 1012, 1013: return true
+        default: return false
+        }
+    }
+}
+
+/// What ``SocketAdapter/send(command:)`` does while a reconnecting adapter is disconnected.
+public enum DisconnectedSendPolicy: Sendable, Equatable {
+    /// Throw `.notConnected` at once (default).
+    case failFast
+    /// Queue up to this many commands and send them, in order, after the next successful
+    /// reconnect (after the ``SocketAdapter/onReconnect(_:)`` hook). Beyond the bound,
+    /// `send` throws `.limitExceeded`. Queued commands are failed if reconnection gives up.
+    case queue(maxCommands: Int)
+}
+
+/// The connection states a ``SocketAdapter`` goes through, observable as a stream.
+public enum SocketConnectionState: Sendable, Equatable {
+    case connecting
+    case connected
+    /// Waiting `delay` before reconnection attempt `attempt` (1-based).
+    case reconnecting(attempt: Int, delay: Duration)
+    /// Final: the code/reason or the error that ended it.
+    case closed(code: WebSocketCloseCode?, reason: String, error: SwitchboardError?)
+}

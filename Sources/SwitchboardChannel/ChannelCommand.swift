@@ -1,0 +1,89 @@
+import Foundation
+
+/// The answer to a `permission_request`.
+public enum PermissionDecision: String, Sendable, Equatable, Hashable, CaseIterable {
+    /// Run the tool this time only.
+    case allowOnce = "allow_once"
+    /// Run it, and don't ask again for this tool in this session.
+    case alwaysAllow = "always_allow"
+    /// Don't run it: the tool result is an error.
+    case deny = "deny"
+
+    /// Whether the tool may run.
+    public var allows: Bool { self != .deny }
+}
+
+/// What a client sends on the channel, one JSON line each:
+///
+/// - `{"type":"message","data":{"content":"…","model":"…"}}` (`model` omitted when nil)
+/// - `{"type":"cancel","data":{}}`
+/// - `{"type":"permission","data":{"tool_use_id":"…","decision":"allow_once"}}`
+public enum ChannelCommand: SocketCommand, Sendable, Equatable, Hashable {
+    /// Start a turn with this prompt (a running turn is cancelled first).
+    case message(content: String, model: String? = nil)
+    /// Cancel the running turn; the server confirms with a `result` of subtype `cancelled`.
+    case cancel
+    /// Answer a `permission_request`.
+    case permission(toolUseId: String, decision: PermissionDecision)
+
+    /// The wire `type`.
+    public var type: String {
+        switch self {
+        case .message: "message"
+        case .cancel: "cancel"
+        case .permission: "permission"
+        }
+    }
+
+    /// One compact JSON object, `type` first, no trailing newline.
+    public var message: String {
+        let data: String
+        switch self {
+        case .message(let content, let model):
+            data = JSONText.object([("content", JSONText.string(content)), ("model", model.map(JSONText.string))])
+        case .cancel:
+            data = "{}"
+        case .permission(let id, let decision):
+            data = JSONText.object([("tool_use_id", JSONText.string(id)),
+                                    ("decision", JSONText.string(decision.rawValue))])
+        }
+        return JSONText.object([("type", JSONText.string(type)), ("data", data)])
+    }
+
+    /// Why a line is not a valid command (for servers).
+    public struct DecodingError: Error, Sendable, Equatable, CustomStringConvertible {
+        public let reason: String
+        public var description: String { reason }
+    }
+
+    /// Parses a command line (for servers implementing the channel).
+    public init(line: Data) throws(DecodingError) {
+        guard let value = try? JSONValue(parsing: line) else { throw DecodingError(reason: "not valid JSON") }
+        guard case .object = value else { throw DecodingError(reason: "not a JSON object") }
+        guard let type = value["type"]?.stringValue else { throw DecodingError(reason: "missing \"type\"") }
+        let data = value["data"] ?? .object([:])
+        switch type {
+        case "message":
+            guard let content = data["content"]?.stringValue else {
+                throw DecodingError(reason: "message: missing data.content")
+            }
+            self = .message(content: content, model: data["model"]?.stringValue)
+        case "cancel":
+            self = .cancel
+        case "permission":
+            guard let id = data["tool_use_id"]?.stringValue else {
+                throw DecodingError(reason: "permission: missing data.tool_use_id")
+            }
+            guard let raw = data["decision"]?.stringValue, let decision = PermissionDecision(rawValue: raw) else {
+                throw DecodingError(reason: "permission: data.decision must be allow_once, always_allow or deny")
+            }
+            self = .permission(toolUseId: id, decision: decision)
+        default:
+            throw DecodingError(reason: "unknown command type \"\(type)\"")
+        }
+    }
+
+    public init(line: String) throws(DecodingError) {
+        try self.init(line: Data(line.utf8))
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+@_exported import Switchboard
+
+/// Errors of the channel layer that are not transport errors (those are ``SwitchboardError``).
+public enum ChannelError: Error, Sendable, Equatable, CustomStringConvertible, LocalizedError {
+    /// The base URL is not a host-only `ws`/`wss`/`http`/`https` URL.
+    case invalidBaseURL(reason: String)
+    /// The session id is empty.
+    case invalidSessionID(reason: String)
+
+    public var description: String {
+        switch self {
+        case .invalidBaseURL(let reason): "ChannelError.invalidBaseURL: \(reason)"
+        case .invalidSessionID(let reason): "ChannelError.invalidSessionID: \(reason)"
+        }
+    }
+
+    public var errorDescription: String? { description }
+}
+
+/// The `/v1/ws` agent channel of one session.
+///
+/// ```swift
+/// let endpoint = try ChannelEndpoint(baseURL: "wss://api.example.com", sessionID: id, token: token)
+/// ```
+///
+/// The request is `GET /v1/ws?session_id=<id>` with `Authorization: Bearer <token>`; the session
+/// id is percent-encoded with the RFC 3986 unreserved set. The token never appears in
+/// `description`, `debugDescription`, `String(reflecting:)`, `dump` or string interpolation.
+public struct ChannelEndpoint: SocketEndpoint, CustomStringConvertible, CustomDebugStringConvertible,
+    CustomReflectable {
+    /// The request path of the channel.
+    public static let channelPath = "/v1/ws"
+
+    public let scheme: SocketScheme
+    public let host: String
+    public let port: Int
+    public let sessionID: String
+    public let tls: TLSConfiguration
+    public var connectTimeout: Duration
+    public var configuration: WebSocketConfiguration
+    private let token: Secret?
+
+    /// - Parameters:
+    ///   - baseURL: `ws://`, `wss://`, `http://` (→ ws) or `https://` (→ wss) with host and
+    ///     optional port only; a path other than `""`/`"/"`, a query, a fragment or user info
+    ///     throws ``ChannelError/invalidBaseURL(reason:)``.
+    ///   - sessionID: any non-empty string; it is percent-encoded for you.
+    ///   - token: bearer token, sent as `Authorization: Bearer <token>` (nil: no header).
+    public init(baseURL: String, sessionID: String, token: String?, tls: TLSConfiguration = .default,
+                connectTimeout: Duration = .seconds(10),
+                configuration: WebSocketConfiguration = .default) throws(ChannelError) {
+        guard let components = URLComponents(string: baseURL) else {
+            throw .invalidBaseURL(reason: "not a URL")
+        }
+        let scheme: SocketScheme
+        switch components.scheme?.lowercased() {
+        case "ws", "http": scheme = .ws
+        case "wss", "https": scheme = .wss
+        case let other?: throw .invalidBaseURL(reason: "unsupported scheme \"\(other)\" (use ws, wss, http or https)")
+        case nil: throw .invalidBaseURL(reason: "missing scheme (use ws://, wss://, http:// or https://)")
+        }
+        // Never echo user info: it may hold a password.
+        guard components.user == nil, components.password == nil else {
+            throw .invalidBaseURL(reason: "user info is not allowed in the base URL (pass the token separately)")
+        }
+        guard var host = components.host, !host.isEmpty else { throw .invalidBaseURL(reason: "missing host") }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        let path = components.percentEncodedPath
+        guard path.isEmpty || path == "/" else {
+            throw .invalidBaseURL(reason: "base URL must be host-only, but it has the path \"\(path)\" (the channel path \(Self.channelPath) is added for you)")
+        }
+        guard components.percentEncodedQuery == nil else {
+            throw .invalidBaseURL(reason: "base URL must not have a query (the session id is added for you)")
+        }
+        guard components.fragment == nil else { throw .invalidBaseURL(reason: "base URL must not have a fragment") }
+        let port = components.port ?? (scheme == .wss ? 443 : 80)
+        guard (1...65535).contains(port) else { throw .invalidBaseURL(reason: "port \(port) out of range") }
+        guard !sessionID.isEmpty else { throw .invalidSessionID(reason: "session id is empty") }
+        if let token, token.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) {
+            throw .invalidBaseURL(reason: "token contains CR, LF or NUL")
+        }
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+        self.sessionID = sessionID
+        self.token = token.map(Secret.init)
+        self.tls = tls
+        self.connectTimeout = connectTimeout
+        self.configuration = configuration
+    }
+
+    public var path: String { Self.channelPath }
+    public var queryItems: [(name: String, value: String)] { [("session_id", sessionID)] }
+    public var headers: [(name: String, value: String)] {
+        token.map { [("Authorization", "Bearer \($0.value)")] } ?? []
+    }
+
+    /// Whether a bearer token is configured (the token itself is not exposed).
+    public var hasToken: Bool { token != nil }
+
+    /// The URL without credentials, e.g. `ws://127.0.0.1:8090/v1/ws?session_id=a%20b`.
+    public var redactedURL: String {
+        let h = host.contains(":") ? "[\(host)]" : host
+        return "\(scheme.rawValue)://\(h):\(port)\(requestTarget)"
+    }
+
+    public var description: String {
+        "ChannelEndpoint(\(redactedURL), token: \(token == nil ? "none" : "<redacted>"))"
+    }
+
+    public var debugDescription: String { description }
+
+    public var customMirror: Mirror {
+        Mirror(self, children: ["url": redactedURL, "token": token == nil ? "none" : "<redacted>"],
+               displayStyle: .struct)
+    }
+}
+
+/// Holds a credential; every textual form is redacted.
+struct Secret: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    let value: String
+    var description: String { "<redacted>" }
+    var debugDescription: String { "<redacted>" }
+    var customMirror: Mirror { Mirror(self, children: []) }
+}

@@ -1,0 +1,27 @@
+import Foundation
+import Testing
+
+/// The page in a real browser: two headless Chromium windows via Selenium (Peers/browser_chat.py).
+/// Fails (never skips) if Chromium, chromedriver or selenium is missing.
+@Suite(.timeLimit(.minutes(1)))
+struct BrowserTests {
+    @Test func twoBrowserWindowsChat() async throws {
+        try await Python.require(module: "selenium", hint: "pip install selenium; apt-get install -y chromium chromium-driver")
+        let server = try await ChatServerProcess(db: try ChatPaths.tempDirectory().appendingPathComponent("chat.sqlite"))
+        defer { server.child.signal(SIGKILL) }
+        let screenshot = ChatPaths.packageRoot.appendingPathComponent(".build/artifacts/chat-browser.png")
+        try? FileManager.default.removeItem(at: screenshot)
+        let browser = try ChildProcess(executable: URL(fileURLWithPath: "/usr/bin/env"),
+                                       arguments: ["python3", "-u", ChatPaths.peers.appendingPathComponent("browser_chat.py").path,
+                                                   server.httpURL, screenshot.path])
+        defer { browser.signal(SIGKILL) }
+        let status = await browser.waitForExit(timeout: .seconds(45))
+        #expect(status == 0, """
+            browser check failed (exit \(status); 2 = headless Chromium could not start):
+            \(browser.stderrText.suffix(3000))
+            stdout: \(browser.lines)
+            """)
+        #expect(FileManager.default.fileExists(atPath: screenshot.path), "no screenshot at \(screenshot.path)")
+        #expect(await server.stop() == 0)
+    }
+}

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Drives the chat page in two headless Chromium windows (Selenium + chromedriver).
+
+Usage: browser_chat.py HTTP_URL SCREENSHOT_PATH
+Opens the page twice, joins the same room as two users, sends from one, waits for the text in
+the other's #messages (and for presence and the typing indicator), saves a screenshot.
+Exits 0 on success, 1 on a failed check, 2 if the browser cannot start (with a reason on stderr).
+"""
+import os
+import shutil
+import sys
+import time
+
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+except ImportError:
+    print("python3 module 'selenium' is not installed (pip install selenium)", file=sys.stderr)
+    sys.exit(2)
+
+
+def start_browser():
+    options = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1000,640", "--disable-extensions"):
+        options.add_argument(arg)
+    binary = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if binary:
+        options.binary_location = binary
+    driver_path = shutil.which("chromedriver")
+    # A local chromedriver: never let Selenium Manager download one.
+    service = Service(executable_path=driver_path) if driver_path else Service()
+    return webdriver.Chrome(options=options, service=service)
+
+
+def main(url, screenshot):
+    try:
+        a = start_browser()
+        b = start_browser()
+    except Exception as e:  # noqa: BLE001
+        print(f"cannot start headless chromium: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    try:
+        wait_a, wait_b = WebDriverWait(a, 10), WebDriverWait(b, 10)
+        for d, w, user in ((a, wait_a, "alice"), (b, wait_b, "bob")):
+            d.get(url)
+            w.until(EC.element_to_be_clickable((By.ID, "join")))
+            d.find_element(By.ID, "room").clear()
+            d.find_element(By.ID, "room").send_keys("lobby")
+            d.find_element(By.ID, "user").send_keys(user)
+            d.find_element(By.ID, "join").click()
+            w.until(EC.text_to_be_present_in_element((By.ID, "presence"), user))
+        # alice sees bob arrive in her presence list.
+        wait_a.until(EC.text_to_be_present_in_element((By.ID, "presence"), "bob"))
+        # typing indicator: bob types, alice sees it.
+        b.find_element(By.ID, "text").send_keys("hello from bob")
+        wait_a.until(EC.text_to_be_present_in_element((By.ID, "typing"), "bob is typing"))
+        b.find_element(By.ID, "send").click()
+        wait_a.until(EC.text_to_be_present_in_element((By.ID, "messages"), "bob: hello from bob"))
+        wait_b.until(EC.text_to_be_present_in_element((By.ID, "messages"), "bob: hello from bob"))
+        a.find_element(By.ID, "text").send_keys("hi bob, alice here")
+        a.find_element(By.ID, "send").click()
+        wait_b.until(EC.text_to_be_present_in_element((By.ID, "messages"), "alice: hi bob, alice here"))
+        wait_b.until(lambda d: d.find_element(By.ID, "typing").text == "")
+        time.sleep(0.2)
+        os.makedirs(os.path.dirname(screenshot), exist_ok=True)
+        if not b.save_screenshot(screenshot):
+            print("screenshot failed", file=sys.stderr)
+            return 1
+        print("ok: messages in bob's window:", b.find_element(By.ID, "messages").text.replace("\n", " | "))
+        return 0
+    except Exception as e:  # noqa: BLE001
+        print(f"browser check failed: {type(e).__name__}: {e}", file=sys.stderr)
+        for name, d in (("alice", a), ("bob", b)):
+            try:
+                print(f"{name} #messages: {d.find_element(By.ID, 'messages').text!r} "
+                      f"#status: {d.find_element(By.ID, 'status').text!r}", file=sys.stderr)
+            except Exception:  # noqa: BLE001
+                pass
+        return 1
+    finally:
+        a.quit()
+        b.quit()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))

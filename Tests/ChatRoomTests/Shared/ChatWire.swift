@@ -1,0 +1,1 @@
+../../../Examples/ChatRoom/ChatWire.swift

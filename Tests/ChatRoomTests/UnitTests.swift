@@ -1,0 +1,106 @@
+import Foundation
+import Testing
+
+/// The rate limiter and the line validation, in isolation (their sources are shared with the
+/// `chat-room` target through the symlinks in Shared/).
+@Suite struct RateLimiterTests {
+    final class FakeClock: @unchecked Sendable {
+        // Only touched from the test's own task.
+        var now = 100.0
+    }
+
+    @Test func burstThenLimitedWithRetryAfter() {
+        let clock = FakeClock()
+        var limiter = RateLimiter(ratePerSecond: 20, burst: 40, now: { clock.now })
+        for _ in 0..<40 { #expect(limiter.take() == .allowed) }
+        guard case .limited(let retry) = limiter.take() else { Issue.record("41st line allowed"); return }
+        #expect(retry > 0 && retry <= 0.05 + 1e-9)
+    }
+
+    @Test func refillsAtRateAndCapsAtBurst() {
+        let clock = FakeClock()
+        var limiter = RateLimiter(ratePerSecond: 20, burst: 40, now: { clock.now })
+        for _ in 0..<40 { _ = limiter.take() }
+        clock.now += 0.5 // 10 tokens
+        for _ in 0..<10 { #expect(limiter.take() == .allowed) }
+        #expect(limiter.take() != .allowed)
+        clock.now += 3600 // refills to the burst, not beyond
+        for _ in 0..<40 { #expect(limiter.take() == .allowed) }
+        #expect(limiter.take() != .allowed)
+    }
+
+    @Test func sustainedRateIsAllowed() {
+        let clock = FakeClock()
+        var limiter = RateLimiter(ratePerSecond: 20, burst: 40, now: { clock.now })
+        for _ in 0..<1000 {
+            clock.now += 0.05
+            #expect(limiter.take() == .allowed)
+        }
+    }
+
+    @Test func retryAfterGrowsWithDeficitAndClockGoingBackIsIgnored() {
+        let clock = FakeClock()
+        var limiter = RateLimiter(ratePerSecond: 2, burst: 1, now: { clock.now })
+        #expect(limiter.take() == .allowed)
+        #expect(limiter.take() == .limited(retryAfter: 0.5))
+        clock.now -= 10
+        #expect(limiter.take() == .limited(retryAfter: 0.5))
+        clock.now += 10.5
+        #expect(limiter.take() == .allowed)
+    }
+}
+
+@Suite struct ValidationTests {
+    func parse(_ s: String) -> Result<ClientCommand, ChatError> { ChatValidation.parse(Data(s.utf8)) }
+    func code(_ s: String) -> String? {
+        if case .failure(let e) = parse(s) { return e.code }
+        return nil
+    }
+
+    @Test func validCommands() {
+        #expect(parse(#"{"type":"join","room":" general ","user":"alice"}"#) == .success(.join(room: "general", user: "alice")))
+        #expect(parse(#"{"type":"message","room":"g","text":"hi there"}"#) == .success(.message(room: "g", text: "hi there")))
+        #expect(parse(#"{"type":"leave","room":"g"}"#) == .success(.leave(room: "g")))
+        #expect(parse(#"{"type":"typing","room":"g","isTyping":false}"#) == .success(.typing(room: "g", isTyping: false)))
+        #expect(parse(#"{"type":"message","room":"g","text":"\#(String(repeating: "é", count: 2000))"}"#)
+                == .success(.message(room: "g", text: String(repeating: "é", count: 2000))))
+    }
+
+    @Test(arguments: [
+        ("not json", "invalid_json"),
+        ("[1,2]", "invalid_json"),
+        (#"{"room":"g"}"#, "missing_field"),
+        (#"{"type":7}"#, "invalid_field"),
+        (#"{"type":"shout","room":"g"}"#, "unknown_type"),
+        (#"{"type":"join","room":"g"}"#, "missing_field"),
+        (#"{"type":"join","room":"g","user":null}"#, "missing_field"),
+        (#"{"type":"join","room":5,"user":"a"}"#, "invalid_field"),
+        (#"{"type":"typing","room":"g","isTyping":1}"#, "invalid_field"),
+        (#"{"type":"typing","room":"g"}"#, "missing_field"),
+        (#"{"type":"join","room":"  ","user":"a"}"#, "invalid_room"),
+        (#"{"type":"join","room":"g","user":""}"#, "invalid_user"),
+        (#"{"type":"join","room":"g","user":"a\u0007b"}"#, "invalid_user"),
+        (#"{"type":"message","room":"g","text":"   "}"#, "empty_text"),
+    ])
+    func rejected(line: String, expected: String) {
+        #expect(code(line) == expected, "\(line)")
+    }
+
+    @Test func lengthLimits() {
+        let name64 = String(repeating: "n", count: 64), name65 = name64 + "n"
+        #expect(code(#"{"type":"join","room":"\#(name64)","user":"\#(name64)"}"#) == nil)
+        #expect(code(#"{"type":"join","room":"\#(name65)","user":"a"}"#) == "invalid_room")
+        #expect(code(#"{"type":"join","room":"g","user":"\#(name65)"}"#) == "invalid_user")
+        #expect(code(#"{"type":"message","room":"g","text":"\#(String(repeating: "x", count: 2001))"}"#) == "text_too_long")
+    }
+
+    @Test func chatCommandEncodesOneJSONLine() {
+        #expect(ChatCommand.join(room: "g", user: "a").line == #"{"room":"g","type":"join","user":"a"}"# + "\n")
+        #expect(ChatCommand.typing(room: "g", isTyping: true).line == #"{"isTyping":true,"room":"g","type":"typing"}"# + "\n")
+        #expect(ChatCommand.message(room: "g", text: "a\nb \"q\"").message == #"{"room":"g","text":"a\nb \"q\"","type":"message"}"#)
+        // What the client encodes, the server parses back.
+        for c in [ChatCommand.join(room: "r", user: "u"), .message(room: "r", text: "t"), .leave(room: "r"), .typing(room: "r", isTyping: true)] {
+            #expect((try? ChatValidation.parse(Data(c.message.utf8)).get()) != nil)
+        }
+    }
+}
