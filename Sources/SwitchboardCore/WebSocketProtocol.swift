@@ -27,8 +27,11 @@
 /// the generator when this is a client (§5.3); servers never mask. Messages are sent as single
 /// frames.
 public struct WebSocketProtocol: Sendable {
+    /// The closing-handshake state (§7); starts `.open`.
     public private(set) var state: WebSocketProtocolState = .open
+    /// Decides the masking rules for both directions (§5.1).
     public let role: WebSocketRole
+    /// The receive limits (§10.4).
     public let limits: WebSocketProtocolLimits
 
     /// Where the parser is within the current frame.
