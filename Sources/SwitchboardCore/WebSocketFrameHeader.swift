@@ -13,11 +13,14 @@ public struct WebSocketFrameHeader: Equatable, Sendable {
     /// The three RSV bits as a number 0...7 (RSV1 is 4, RSV3 is 1). Must be 0 unless an
     /// extension defines them; this library negotiates none.
     public var rsv: UInt8
+    /// The opcode, possibly reserved: rejecting reserved opcodes is the connection's job.
     public var opcode: WebSocketOpcode
     /// Present when the MASK bit is set.
     public var maskingKey: WebSocketMaskingKey?
+    /// The payload length as sent (at most 2^63 - 1 on the wire).
     public var payloadLength: UInt64
 
+    /// Creates a header; `rsv` is reduced to its low three bits.
     public init(fin: Bool = true, rsv: UInt8 = 0, opcode: WebSocketOpcode, maskingKey: WebSocketMaskingKey?, payloadLength: UInt64) {
         self.fin = fin
         self.rsv = rsv & 0x7

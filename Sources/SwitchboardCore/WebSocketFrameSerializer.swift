@@ -57,7 +57,7 @@ public enum WebSocketFrameSerializer {
         let header = WebSocketFrameHeader(fin: fin, opcode: opcode, maskingKey: maskingKey, payloadLength: UInt64(payload.count))
         writeHeader(header, into: &buffer)
         let payloadStart = buffer.count
-        buffer.append(contentsOf: payload)
+        buffer.appendBytes(payload)
         if let maskingKey {
             buffer.withUnsafeMutableBytes { all in
                 WebSocketMasking.apply(maskingKey, to: UnsafeMutableRawBufferPointer(rebasing: all[payloadStart...]), phase: 0)

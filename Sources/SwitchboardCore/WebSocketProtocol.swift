@@ -27,8 +27,11 @@
 /// the generator when this is a client (§5.3); servers never mask. Messages are sent as single
 /// frames.
 public struct WebSocketProtocol: Sendable {
+    /// The closing-handshake state (§7); starts `.open`.
     public private(set) var state: WebSocketProtocolState = .open
+    /// Decides the masking rules for both directions (§5.1).
     public let role: WebSocketRole
+    /// The receive limits (§10.4).
     public let limits: WebSocketProtocolLimits
 
     /// Where the parser is within the current frame.
@@ -122,7 +125,7 @@ public struct WebSocketProtocol: Sendable {
                 return header
             }
             // Fewer bytes than a header (so fewer than 14): keep them all.
-            headerBuffer.append(contentsOf: rest)
+            headerBuffer.appendBytes(rest)
             offset = input.count
             return nil
         }
@@ -183,12 +186,12 @@ public struct WebSocketProtocol: Sendable {
     private mutating func consumePayload(_ chunk: UnsafeRawBufferPointer) -> WebSocketProtocolError? {
         if frameOpcode.isControl {
             let start = controlBuffer.count
-            controlBuffer.append(contentsOf: chunk)
+            controlBuffer.appendBytes(chunk)
             if let key = frameKey { WebSocketMasking.apply(key, to: &controlBuffer, from: start, phase: framePhase) }
             return nil
         }
         let start = messageBuffer.count
-        messageBuffer.append(contentsOf: chunk)
+        messageBuffer.appendBytes(chunk)
         if let key = frameKey { WebSocketMasking.apply(key, to: &messageBuffer, from: start, phase: framePhase) }
         if messageOpcode == .text {
             let valid = messageBuffer.withUnsafeBytes { all in
@@ -316,6 +319,14 @@ public struct WebSocketProtocol: Sendable {
         writeFrame(opcode, payload: payload, into: &buffer, using: &rng)
     }
 
+    /// Appends a data message as one frame; see the raw-buffer overload.
+    public mutating func writeMessage<G: RandomNumberGenerator>(_ opcode: WebSocketOpcode, payload: [UInt8], into buffer: inout [UInt8], using rng: inout G) throws(WebSocketStateError) {
+        let result = payload.withUnsafeBytes { raw in
+            Result { () throws(WebSocketStateError) in try writeMessage(opcode, payload: raw, into: &buffer, using: &rng) }
+        }
+        try result.get()
+    }
+
     /// Appends a ping (§5.5.2).
     ///
     /// - Throws: `.invalidArgument` if `payload` exceeds 125 bytes (§5.5); `.notOpen` unless
@@ -366,5 +377,14 @@ public struct WebSocketProtocol: Sendable {
         let status = WebSocketCloseStatus(code: .abnormalClosure)
         terminate(status)
         return status
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Appends raw bytes with a single bulk copy (appending a raw buffer as a generic sequence
+    /// may copy element by element).
+    @inlinable
+    mutating func appendBytes(_ bytes: UnsafeRawBufferPointer) {
+        bytes.withMemoryRebound(to: UInt8.self) { append(contentsOf: $0) }
     }
 }
