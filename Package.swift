@@ -59,9 +59,9 @@ let package = Package(
             path: "Examples/AgentStream"
         ),
         .testTarget(name: "SwitchboardCoreTests", dependencies: ["SwitchboardCore"]),
-        .testTarget(name: "AgentStreamTests", dependencies: ["Switchboard", "SwitchboardChannel"]),
-        .testTarget(name: "ChatRoomTests", dependencies: ["Switchboard"]),
-        .testTarget(name: "SwitchboardTests", dependencies: ["Switchboard"]),
+        .testTarget(name: "AgentStreamTests", dependencies: ["Switchboard", "SwitchboardChannel"], exclude: ["Resources"]),
+        .testTarget(name: "ChatRoomTests", dependencies: ["Switchboard"], exclude: ["Peers"]),
+        .testTarget(name: "SwitchboardTests", dependencies: ["Switchboard"], exclude: ["Peers"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -30,20 +30,9 @@ struct CommandAgent: Agent {
         process.standardOutput = stdout
         process.standardError = stderr
         let lines = PipeLines(stdout.fileHandleForReading, label: "stdout")
-        stderr.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                return
-            }
-            for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
-                log("agent stderr: \(line)")
-            }
-        }
-        let (exitStream, exitContinuation) = AsyncStream.makeStream(of: Int32.self)
-        process.terminationHandler = { p in
-            exitContinuation.yield(p.terminationStatus)
-            exitContinuation.finish()
+        let errorLines = PipeLines(stderr.fileHandleForReading, label: "stderr")
+        Task.detached {
+            for await line in errorLines.stream { log("agent stderr: \(String(decoding: line, as: UTF8.self))") }
         }
         try process.run()
         let pid = process.processIdentifier
@@ -83,9 +72,14 @@ struct CommandAgent: Agent {
             Self.terminate(pid)
         }
         input.close()
-        var status: Int32 = -1
-        for await s in exitStream { status = s }
+        // stdout is at its end: the process has exited or is about to.
+        let deadline = ContinuousClock.now + .seconds(5)
+        while process.isRunning, ContinuousClock.now < deadline, !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
         try Task.checkCancellation()
+        if process.isRunning { Self.terminate(pid) }
+        let status = process.isRunning ? -1 : process.terminationStatus
         if !sawResult {
             try await turn.emit(.error(message: "agent command exited with status \(status) without a result",
                                        type: "agent_error", param: nil, code: "no_result"))
@@ -109,30 +103,32 @@ struct CommandAgent: Agent {
     }
 }
 
-/// A pipe's bytes as lines (split with `LineBuffer`; a final unterminated line is delivered too).
+/// A pipe's bytes as lines (split with `LineBuffer`; a final unterminated line is delivered
+/// too). A dedicated thread does blocking reads, so end of file is always seen.
 final class PipeLines: Sendable {
     let stream: AsyncStream<[UInt8]>
 
     init(_ handle: FileHandle, label: String) {
         let (stream, continuation) = AsyncStream.makeStream(of: [UInt8].self)
         self.stream = stream
-        let buffer = Mutex(LineBuffer(maxLineLength: 4 << 20))
-        handle.readabilityHandler = { h in
-            let data = h.availableData
-            buffer.withLock { b in
-                if data.isEmpty {
-                    h.readabilityHandler = nil
-                    if let rest = b.finish(), !rest.isEmpty { continuation.yield(rest) }
-                    continuation.finish()
-                    return
-                }
+        let fd = handle.fileDescriptor
+        Thread.detachNewThread {
+            var buffer = LineBuffer(maxLineLength: 4 << 20)
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n < 0, errno == EINTR { continue }
+                if n <= 0 { break }
                 do {
-                    try b.append(Array(data))
+                    try buffer.append(Array(chunk[0..<n]))
                 } catch {
                     log("agent \(label): \(error); line dropped")
                 }
-                while let line = b.nextLine() { continuation.yield(line) }
+                while let line = buffer.nextLine() { continuation.yield(line) }
             }
+            if let rest = buffer.finish(), !rest.isEmpty { continuation.yield(rest) }
+            continuation.finish()
+            try? handle.close()
         }
     }
 }

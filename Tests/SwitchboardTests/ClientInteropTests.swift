@@ -340,6 +340,8 @@ struct ClientInteropTests {
                 let adapter = SocketAdapter()
                 let task = Task { try await adapter.connect(to: endpoint) }
                 try await Task.sleep(for: .milliseconds(200))
+                // The counter sees our half-open connection (so "after <= before" means something).
+                #expect(interopOpenSocketCount() > before)
                 let start = ContinuousClock.now
                 task.cancel()
                 let result = await task.result
@@ -387,8 +389,8 @@ struct ClientInteropTests {
 
             // The endpoint and an open connection describe themselves without the token too.
             let accepted = try Self.endpoint(peer.port, "/echo", headers: headers)
-            for text in ["\(accepted)", String(reflecting: accepted), "\(rejected)"] {
-                #expect(!text.contains(secret), "endpoint description leaks the token: \(text)")
+            for text in ["\(accepted)", String(reflecting: accepted), "\(rejected)", "\(Mirror(reflecting: accepted).children.map { $0.value })"] {
+                #expect(!text.contains(secret), "endpoint description leaks the token: \(text.prefix(200))…")
             }
             _ = try await adapter.connectMessages(to: accepted)
             let connection = try #require(await adapter.currentConnection)

@@ -26,6 +26,8 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
     private var handshake: WebSocketClientHandshake
     private var parser = HTTPResponseParser()
     private var rejected: (status: Int, body: [UInt8], remaining: Int?)?
+    /// Set when cancellation arrived before the attempt started.
+    private var cancelledEarly = false
 
     private init(loop: EventLoop, options: WebSocketClientOptions, handshake: WebSocketClientHandshake) {
         self.loop = loop
@@ -56,13 +58,20 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<WebSocketConnection, Error>) in
                 loop.execute {
+                    if connector.cancelledEarly {
+                        c.resume(throwing: SwitchboardError.cancelled)
+                        return
+                    }
                     connector.continuation = c
                     connector.addresses = addresses
                     connector.tryNextAddress()
                 }
             }
         } onCancel: {
-            loop.execute { connector.finish(.failure(SwitchboardError.cancelled)) }
+            loop.execute {
+                connector.cancelledEarly = true
+                connector.finish(.failure(SwitchboardError.cancelled))
+            }
         }
     }
 

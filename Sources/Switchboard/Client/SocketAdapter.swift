@@ -128,7 +128,7 @@ public actor SocketAdapter: SocketClient {
     // MARK: Receiving
 
     private func nextLine() async -> Data? {
-        while let c = connection {
+        while let c = await currentOrNextConnection() {
             if let line = await c.nextLine() { return line }
             guard await waitForReplacement(of: c) else { return nil }
         }
@@ -136,11 +136,19 @@ public actor SocketAdapter: SocketClient {
     }
 
     private func nextMessage() async -> WebSocketMessage? {
-        while let c = connection {
+        while let c = await currentOrNextConnection() {
             if let m = await c.receive() { return m }
             guard await waitForReplacement(of: c) else { return nil }
         }
         return nil
+    }
+
+    /// The open connection, waiting through a reconnection in progress; nil once given up.
+    private func currentOrNextConnection() async -> WebSocketConnection? {
+        while connection == nil && reconnecting {
+            await withCheckedContinuation { replacementWaiters.append($0) }
+        }
+        return connection
     }
 
     /// After `c` ended: waits until the adapter has a new connection (true) or has given up (false).

@@ -141,3 +141,20 @@ public struct WebSocketURLEndpoint: SocketEndpoint {
         self.configuration = configuration
     }
 }
+
+extension WebSocketURLEndpoint: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// `ws[s]://host:port/path` and the header *names* only: header values (bearer tokens,
+    /// cookies) never appear in descriptions, logs or debugger output.
+    public var description: String {
+        let names = headers.map(\.name)
+        return "\(scheme.rawValue)://\(host):\(port)\(requestTarget)"
+            + (names.isEmpty ? "" : " headers: [\(names.joined(separator: ", "))] (values redacted)")
+    }
+
+    public var debugDescription: String { "WebSocketURLEndpoint(\(description))" }
+
+    public var customMirror: Mirror {
+        Mirror(self, children: ["url": "\(scheme.rawValue)://\(host):\(port)\(requestTarget)",
+                                "headerNames": headers.map(\.name)], displayStyle: .struct)
+    }
+}

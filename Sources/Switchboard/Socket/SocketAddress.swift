@@ -1,5 +1,6 @@
 #if canImport(Glibc)
 import Glibc
+import CSwitchboardShims
 #elseif canImport(Musl)
 import Musl
 #endif
@@ -59,7 +60,7 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         #if canImport(Glibc)
-        hints.ai_socktype = Int32(Glibc.SOCK_STREAM.rawValue)
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         #else
         hints.ai_socktype = SOCK_STREAM
         #endif
