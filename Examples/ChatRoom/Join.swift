@@ -8,20 +8,45 @@ struct Join: AsyncParsableCommand {
         abstract: "Join a room from the terminal.",
         discussion: """
             Type a line to send it to the current room. Commands: /join ROOM, /leave ROOM, /quit.
-            Exits 0 at end of input, 1 if the server closes the connection.
+            If the server goes away (restart, network loss) the client reconnects with backoff and
+            joins its rooms again; with --no-reconnect it exits instead.
+            Exits 0 at end of input, 1 if the connection ends for good.
             """)
 
     @Option(help: "WebSocket URL of the server.") var url = "ws://127.0.0.1:8080/v1/ws"
     @Option(help: "Room to join.") var room = "general"
     @Option(help: "Your user name.") var user: String
     @Option(help: "Bearer token (default: $CHAT_TOKEN).") var token: String?
+    @Flag(inversion: .prefixedNo, help: "Reconnect (and re-join rooms) when the connection is lost.")
+    var reconnect = true
 
     func run() async throws {
         let token = self.token ?? ProcessInfo.processInfo.environment["CHAT_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         let endpoint: ChatEndpoint
         do { endpoint = try ChatEndpoint(url: url, token: token) } catch { throw ValidationError(error.description) }
 
-        let socket = SocketAdapter()
+        let joined = JoinedRooms(user: user, rooms: [room])
+        let socket = SocketAdapter(reconnect: reconnect
+            ? ReconnectPolicy(baseDelay: .milliseconds(250), maxDelay: .seconds(5)) : nil)
+        await socket.onReconnect { socket in
+            for room in await joined.rooms {
+                try await socket.send(command: ChatCommand.join(room: room, user: joined.user))
+            }
+        }
+        let stateReporter = Task {
+            for await state in socket.states {
+                switch state {
+                case .reconnecting(let attempt, let delay):
+                    Terminal.print("* connection lost; reconnecting (attempt \(attempt), in \(delay.formatted(.units(allowed: [.seconds, .milliseconds]))))")
+                case .connected:
+                    if await joined.hasConnectedOnce { Terminal.print("* reconnected") }
+                    await joined.markConnected()
+                default:
+                    break
+                }
+            }
+        }
+        defer { stateReporter.cancel() }
         let lines: AsyncStream<Data>
         do { lines = try await socket.connect(to: endpoint) } catch {
             Terminal.print("! cannot connect: \(error.description)\(error.httpBody.map { " \($0)" } ?? "")")
@@ -45,10 +70,12 @@ struct Join: AsyncParsableCommand {
                     try? await socket.send(command: ChatCommand.join(room: parts[1], user: userName))
                     current = parts[1]
                     if !rooms.contains(parts[1]) { rooms.append(parts[1]) }
+                    await joined.set(rooms)
                     continue
                 case "/leave" where parts.count == 2:
                     try? await socket.send(command: ChatCommand.leave(room: parts[1]))
                     rooms.removeAll { $0 == parts[1] }
+                    await joined.set(rooms)
                     if current == parts[1] { current = rooms.last }
                     continue
                 case let c? where c.hasPrefix("/"):
@@ -78,6 +105,19 @@ struct Join: AsyncParsableCommand {
         Terminal.print("connection closed (\(code)\(reason.isEmpty ? "" : " \(reason)"))")
         throw ExitCode(1)
     }
+}
+
+/// The rooms to join again after a reconnect.
+actor JoinedRooms {
+    nonisolated let user: String
+    private(set) var rooms: [String]
+    private(set) var hasConnectedOnce = false
+    init(user: String, rooms: [String]) {
+        self.user = user
+        self.rooms = rooms
+    }
+    func set(_ rooms: [String]) { self.rooms = rooms }
+    func markConnected() { hasConnectedOnce = true }
 }
 
 actor QuitFlag {

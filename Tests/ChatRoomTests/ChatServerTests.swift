@@ -176,9 +176,10 @@ struct ChatServerTests {
             try await alice.send(.message(room: "h", text: text))
             try await alice.expect("echo") { $0.text == text }
         }
-        // The terminal client too: on a server close it says so and exits 1.
+        // The terminal client too (without reconnection): on a server close it says so and exits 1.
         let terminal = try ChildProcess(executable: try ChatPaths.binary(),
-                                        arguments: ["join", "--url", first.wsURL, "--room", "h", "--user", "term"])
+                                        arguments: ["join", "--url", first.wsURL, "--room", "h", "--user", "term",
+                                                    "--no-reconnect"])
         defer { terminal.signal(SIGKILL) }
         try await terminal.waitForLine("terminal presence") { $0 == "[h] users: alice, term" }
 
@@ -195,6 +196,32 @@ struct ChatServerTests {
         let history = try await bob.expect("history after restart") { $0.type == "history" }
         #expect(history.messages?.map(\.text) == ["before restart 1", "before restart 2"])
         #expect(history.messages?.allSatisfy { $0.user == "alice" && $0.room == "h" && ($0.ts ?? 0) > 0 } == true)
+        #expect(await second.stop() == 0)
+    }
+
+    @Test func terminalClientReconnectsAndRejoinsAfterARestart() async throws {
+        let db = try ChatPaths.tempDirectory().appendingPathComponent("chat.sqlite")
+        let first = try await ChatServerProcess(db: db)
+        defer { first.child.signal(SIGKILL) }
+        let port = first.port
+        let terminal = try ChildProcess(executable: try ChatPaths.binary(),
+                                        arguments: ["join", "--url", first.wsURL, "--room", "h", "--user", "term"])
+        defer { terminal.signal(SIGKILL) }
+        try await terminal.waitForLine("terminal presence") { $0 == "[h] users: term" }
+        #expect(await first.stop() == 0)
+        _ = try await terminal.waitForLine("reconnecting notice") { $0.hasPrefix("* connection lost; reconnecting") }
+
+        let second = try await ChatServerProcess(db: db, extraArguments: ["--port", "\(port)"])
+        defer { second.child.signal(SIGKILL) }
+        #expect(second.port == port)
+        _ = try await terminal.waitForLine("reconnected notice") { $0 == "* reconnected" }
+        // The client joined "h" again by itself: a newcomer sees it in the presence list.
+        let bob = try await TestPeer.connect("bob", url: second.wsURL)
+        try await bob.send(.join(room: "h", user: "bob"))
+        let presence = try await bob.expect("presence") { $0.type == "presence" }
+        #expect(presence.users?.sorted() == ["bob", "term"])
+        try await bob.send(.message(room: "h", text: "welcome back"))
+        _ = try await terminal.waitForLine("message after reconnect") { $0 == "[h] bob: welcome back" }
         #expect(await second.stop() == 0)
     }
 

@@ -334,14 +334,14 @@ struct ClientInteropTests {
             var configuration = WebSocketConfiguration()
             configuration.handshakeTimeout = .seconds(8)  // far above the 2 s we allow for cancellation
             let endpoint = try Self.endpoint(peer.port, "/", configuration: configuration)
-            let before = interopOpenSocketCount()
+            let before = processSocketCount(port: peer.port)
             #expect(before >= 0)
             for _ in 0..<3 {
                 let adapter = SocketAdapter()
                 let task = Task { try await adapter.connect(to: endpoint) }
                 try await Task.sleep(for: .milliseconds(200))
                 // The counter sees our half-open connection (so "after <= before" means something).
-                #expect(interopOpenSocketCount() > before)
+                #expect(processSocketCount(port: peer.port) > before)
                 let start = ContinuousClock.now
                 task.cancel()
                 let result = await task.result
@@ -355,11 +355,11 @@ struct ClientInteropTests {
                 }
             }
             // Closing happens on the loop thread: allow it to settle.
-            var after = interopOpenSocketCount()
+            var after = processSocketCount(port: peer.port)
             let deadline = ContinuousClock.now + .seconds(3)
             while after > before && ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(50))
-                after = interopOpenSocketCount()
+                after = processSocketCount(port: peer.port)
             }
             #expect(after <= before, "open sockets before \(before), after \(after)")
         }

@@ -61,3 +61,19 @@ ensure_python_websockets() {
         || python3 -m pip install -q --disable-pip-version-check --break-system-packages "websockets>=13" \
         || python3 -m pip install -q --disable-pip-version-check --user --break-system-packages "websockets>=13"
 }
+
+# Headless Chromium, its WebDriver and Python selenium: the real browser of the chat-room test.
+ensure_browser() {
+    local missing=()
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+    command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+    if [ ${#missing[@]} -gt 0 ]; then
+        say "installing ${missing[*]}"
+        apt_install "${missing[@]}"
+    fi
+    if ! python3 -c 'import selenium' 2>/dev/null; then
+        say "installing Python selenium"
+        python3 -m pip install -q --disable-pip-version-check selenium 2>/dev/null \
+            || python3 -m pip install -q --disable-pip-version-check --break-system-packages selenium
+    fi
+}

@@ -35,7 +35,14 @@ public final class EventLoop: @unchecked Sendable {
         var closures: [@Sendable () -> Void] = []
         var sleeping = false
         var wakeupPending = false
+        /// Set when the loop thread has exited: later work runs on `fallback`.
+        var stopped = false
     }
+
+    /// After ``shutdown()``, actors that still live on this loop (a connection someone awaits)
+    /// keep working: their jobs run one at a time on this queue, with no I/O.
+    private let fallback = DispatchQueue(label: "switchboard.loop.stopped")
+    private let isStopped = Atomic<Bool>(false)
 
     let epollFD: Int32
     private let wakeFD: Int32
@@ -83,6 +90,11 @@ public final class EventLoop: @unchecked Sendable {
         while threadID.load(ordering: .acquiring) == 0 { sched_yield() }
     }
 
+    deinit {
+        readBuffer.deallocate()
+        tlsPlaintextBuffer.deallocate()
+    }
+
     /// Whether the caller is running on this loop's thread.
     public var inEventLoop: Bool {
         threadID.load(ordering: .relaxed) == currentThreadID()
@@ -92,11 +104,20 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Runs `work` on the loop thread (soon, never inline).
     public func execute(_ work: @escaping @Sendable () -> Void) {
-        let wake = shared.withLock { s -> Bool in
+        let (wake, stopped) = shared.withLock { s -> (Bool, Bool) in
+            if s.stopped { return (false, true) }
             s.closures.append(work)
-            return Self.claimWakeup(&s)
+            return (Self.claimWakeup(&s), false)
         }
+        if stopped { runOnFallback(work) }
         if wake { signalWakeup() }
+    }
+
+    private func runOnFallback(_ work: @escaping @Sendable () -> Void) {
+        fallback.async { [self] in
+            threadID.store(currentThreadID(), ordering: .releasing)
+            work()
+        }
     }
 
     private static func claimWakeup(_ s: inout Shared) -> Bool {
@@ -111,13 +132,18 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     fileprivate func enqueueJob(_ job: UnownedJob) {
-        if inEventLoop {
+        if inEventLoop && !isStopped.load(ordering: .acquiring) {
             localJobs.append(job)
             return
         }
-        let wake = shared.withLock { s -> Bool in
+        let (wake, stopped) = shared.withLock { s -> (Bool, Bool) in
+            if s.stopped { return (false, true) }
             s.jobs.append(job)
-            return Self.claimWakeup(&s)
+            return (Self.claimWakeup(&s), false)
+        }
+        if stopped {
+            nonisolated(unsafe) let job = job
+            runOnFallback { [self] in run(job) }
         }
         if wake { signalWakeup() }
     }
@@ -202,6 +228,7 @@ public final class EventLoop: @unchecked Sendable {
         defer { events.deallocate() }
         while running {
             runPendingWork()
+            if !running { break }
             let timeout: Int32
             let hasWork = !localJobs.isEmpty || shared.withLock { s -> Bool in
                 let pending = !s.jobs.isEmpty || !s.closures.isEmpty
@@ -237,10 +264,22 @@ public final class EventLoop: @unchecked Sendable {
             fireTimers()
         }
         runPendingWork()
+        // From now on work goes to the fallback queue; hand it what is still queued, in order.
+        let (jobs, closures) = shared.withLock { s -> ([UnownedJob], [@Sendable () -> Void]) in
+            s.stopped = true
+            defer { s.jobs = []; s.closures = [] }
+            return (s.jobs, s.closures)
+        }
+        isStopped.store(true, ordering: .releasing)
+        let leftover = localJobs + jobs
+        localJobs = []
+        for c in closures { runOnFallback(c) }
+        for j in leftover {
+            nonisolated(unsafe) let j = j
+            runOnFallback { [self] in run(j) }
+        }
         close(wakeFD)
         close(epollFD)
-        readBuffer.deallocate()
-        tlsPlaintextBuffer.deallocate()
     }
 
     /// Stops the loop thread after the work already queued. Registered sockets are not closed:

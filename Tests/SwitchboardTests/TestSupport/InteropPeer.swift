@@ -196,19 +196,6 @@ func collectLines(_ stream: AsyncStream<Data>, until terminator: String,
     }
 }
 
-/// Open socket descriptors of this process (entries of /proc/self/fd that are sockets).
-func interopOpenSocketCount() -> Int {
-    guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") else { return -1 }
-    var count = 0
-    for entry in entries {
-        if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + entry),
-           target.hasPrefix("socket:") {
-            count += 1
-        }
-    }
-    return count
-}
-
 /// A TCP port on 127.0.0.1 that nothing listens on (bound, then closed, by us).
 func interopClosedPort() throws -> Int {
     #if canImport(Glibc)
