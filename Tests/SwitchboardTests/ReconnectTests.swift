@@ -59,7 +59,7 @@ struct ReconnectTests {
 
     @Test func fullJitterStaysWithinTheCeiling() {
         let p = ReconnectPolicy(baseDelay: .milliseconds(100), maxDelay: .seconds(1))
-        var rng = SystemRandomNumberGenerator()
+        var rng = SecureRandom()
         var distinct = Set<Duration>()
         for attempt in 1...8 {
             for _ in 0..<50 {

@@ -356,8 +356,8 @@ extension ServerInterop {
     // MARK: Shutdown
 
     @Test func gracefulShutdownSendsQueuedMessagesThen1001() async throws {
-        let connections = Mutex<[WebSocketConnection]>([])
-        let endings = Mutex<[WebSocketCloseCode?]>([])
+        let connections = Locked<[WebSocketConnection]>([])
+        let endings = Locked<[WebSocketCloseCode?]>([])
         var configuration = WebSocketServerConfiguration(host: "127.0.0.1", port: 0)
         configuration.connection.closeTimeout = .seconds(5)
         let server = WebSocketServer(configuration: configuration)

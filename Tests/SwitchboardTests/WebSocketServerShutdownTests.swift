@@ -6,7 +6,7 @@ import Testing
 extension ServerInterop {
 @Suite struct WebSocketServerShutdownTests {
     final class Flag: Sendable {
-        let value = Mutex(false)
+        let value = Locked(false)
         func set() { value.withLock { $0 = true } }
         var isSet: Bool { value.withLock { $0 } }
     }
@@ -16,7 +16,7 @@ extension ServerInterop {
     /// loop used to drop every job enqueued after its thread exited; now such jobs run on the
     /// loop's fallback queue.)
     @Test func awaitingAConnectionAfterShutdownReturns() async throws {
-        let held = Mutex<[WebSocketConnection]>([])
+        let held = Locked<[WebSocketConnection]>([])
         let server = WebSocketServer(configuration: .init(host: "127.0.0.1", port: 0))
         server.route("/hold") { c in
             held.withLock { $0.append(c) }

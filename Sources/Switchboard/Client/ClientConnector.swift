@@ -39,7 +39,7 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
     /// timedOut, cancelled). Cancellation closes the socket promptly.
     static func connect(_ options: WebSocketClientOptions, group: EventLoopGroup) async throws -> WebSocketConnection {
         var key = [UInt8](repeating: 0, count: 16)
-        var rng = SystemRandomNumberGenerator()
+        var rng = SecureRandom()
         for i in 0..<16 { key[i] = rng.next() }
         let handshake: WebSocketClientHandshake
         do {
@@ -55,7 +55,7 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
         try Task.checkCancellation()
         let loop = group.next()
         let connector = ClientConnector(loop: loop, options: options, handshake: handshake)
-        return try await withTaskCancellationHandler {
+        let connection = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<WebSocketConnection, Error>) in
                 loop.execute {
                     if connector.cancelledEarly {
@@ -73,7 +73,14 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
                 connector.finish(.failure(SwitchboardError.cancelled))
             }
         }
+        // Pairs with the release in `finish`: makes the hand-over of the connection built on the
+        // loop thread visible to ThreadSanitizer, which cannot see through the runtime's
+        // continuation resumption when the receiving actor is already running.
+        _ = Self.handoff.load(ordering: .acquiring)
+        return connection
     }
+
+    private static let handoff = Atomic<Int>(0)
 
     // MARK: TCP
 
@@ -241,13 +248,14 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
             channel?.close()
             channel = nil
         }
+        Self.handoff.wrappingAdd(1, ordering: .releasing)
         c.resume(with: result.mapError { $0 as Error })
     }
 }
 
 /// One `SSL_CTX` per distinct client TLS configuration (loading the trust store is costly).
 enum TLSContextCache {
-    private static let cache = Mutex<[(TLSConfiguration, TLSContext)]>([])
+    private static let cache = Locked<[(TLSConfiguration, TLSContext)]>([])
 
     static func client(_ configuration: TLSConfiguration) throws(TLSError) -> TLSContext {
         try cache.withLock { entries throws(TLSError) -> TLSContext in

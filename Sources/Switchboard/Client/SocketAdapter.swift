@@ -33,7 +33,7 @@ public actor SocketAdapter: SocketClient {
     private var reconnectHook: (@Sendable (SocketAdapter) async throws -> Void)?
     private var queuedCommands: [String] = []
     private var reconnectTask: Task<Void, Never>?
-    private var rng = SystemRandomNumberGenerator()
+    private var rng = SecureRandom()
     private let stateContinuation: AsyncStream<SocketConnectionState>.Continuation
 
     /// Every state transition (`connecting`, `connected`, `reconnecting`, `closed`). Keeps the

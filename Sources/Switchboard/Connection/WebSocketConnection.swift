@@ -29,7 +29,7 @@ public actor WebSocketConnection {
     public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
 
     private var proto: WebSocketProtocol
-    private var rng = SystemRandomNumberGenerator()
+    private var rng = SecureRandom()
     private var inbound = RingBuffer<WebSocketMessage>()
     private var inboundBytes = 0
     private var lineBuffer: LineBuffer

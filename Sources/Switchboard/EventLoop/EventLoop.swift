@@ -46,7 +46,7 @@ public final class EventLoop: @unchecked Sendable {
 
     let epollFD: Int32
     private let wakeFD: Int32
-    private let shared = Mutex(Shared())
+    private let shared = Locked(Shared())
     private let threadID = Atomic<UInt>(0)
     /// Human-readable name, used for the thread name and in logs.
     public let name: String

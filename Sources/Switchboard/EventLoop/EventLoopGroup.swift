@@ -27,7 +27,7 @@ public final class EventLoopGroup: Sendable {
             }
         }
     }
-    private static let sharedStorage = Mutex<EventLoopGroup?>(nil)
+    private static let sharedStorage = Locked<EventLoopGroup?>(nil)
 
     /// Stops every loop thread (after their queued work). Do not use the group afterwards.
     public func shutdown() {

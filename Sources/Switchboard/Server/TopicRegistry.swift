@@ -13,7 +13,7 @@ final class TopicRegistry: Sendable {
         var topics: [String: [ObjectIdentifier: WebSocketConnection]] = [:]
         var byConnection: [ObjectIdentifier: Set<String>] = [:]
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Returns true if newly subscribed.
     func subscribe(_ connection: WebSocketConnection, to topic: String) -> Bool {

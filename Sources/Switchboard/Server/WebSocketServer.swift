@@ -33,7 +33,7 @@ public final class WebSocketServer: Sendable {
         var connections: [ObjectIdentifier: WebSocketConnection] = [:]
         var shuttingDown = false
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init(configuration: WebSocketServerConfiguration = .init(),
                 logger: Logger = Logger(label: "switchboard.server")) {

@@ -4,6 +4,7 @@ import Glibc
 import Musl
 #endif
 import Foundation
+@testable import Switchboard
 import Synchronization
 
 /// A peer process nobody here wrote: `Peers/ws_echo_server.py` (Python `websockets`), started
@@ -152,7 +153,7 @@ final class InteropPeer: @unchecked Sendable {  // Process/Pipe: only terminate(
 
 /// Lines read from a pipe (stderr keeps everything in `partial`).
 final class InteropOutput: Sendable {
-    let state = Mutex<(pending: [String], partial: Data, eof: Bool)>(([], Data(), false))
+    let state = Locked<(pending: [String], partial: Data, eof: Bool)>(([], Data(), false))
 }
 
 /// Shorthand for ``InteropPeer/with(_:_:)``.

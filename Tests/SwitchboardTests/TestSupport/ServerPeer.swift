@@ -1,4 +1,5 @@
 import Foundation
+@testable import Switchboard
 import Synchronization
 import Testing
 
@@ -41,8 +42,8 @@ final class ServerPeer: Sendable {
         var lines: [[String: any Sendable]] = []
     }
     private final class Shared: Sendable {
-        let buffers = Mutex(Buffers())
-        let exited = Mutex<Int32?>(nil)
+        let buffers = Locked(Buffers())
+        let exited = Locked<Int32?>(nil)
     }
     private let shared = Shared()
 
