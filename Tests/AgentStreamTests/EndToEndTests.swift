@@ -176,13 +176,18 @@ struct EndToEndTests {
         let server = try await AgentServerProcess()
         let session = "cancelled-\(UUID().uuidString)"
         let endpoint = try server.endpoint(session: session)
+        let (entered, enteredContinuation) = AsyncStream<Void>.makeStream()
         let task = Task {
             try await withChannel(endpoint) { channel in
                 try await channel.send(.message(content: "stream forever"))
+                enteredContinuation.yield()
                 try await Task.sleep(for: .seconds(30))
             }
         }
         #expect(await server.waitForLog("session \(session) opened"))
+        // Cancel once the body runs (not during the opening handshake, which would be a
+        // different path: the connect itself is cancelled).
+        for await _ in entered { break }
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
         #expect(await server.waitForLog("session \(session) closed: 1000"), "server log: \(server.stderr)")

@@ -85,7 +85,7 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
             let state = try tls.handshake()
             if tls.hasPendingCiphertext {
                 tls.drainCiphertext(into: &cipherOut)
-                guard writeOut(&cipherOut, &cipherOffset) else { return }
+                guard writeOut(.cipher) else { return }
             }
             if state == .complete {
                 tlsHandshakeDone = true
@@ -181,47 +181,63 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
                 compactSendBuffer()
             }
             if tls.hasPendingCiphertext { tls.drainCiphertext(into: &cipherOut) }
-            guard writeOut(&cipherOut, &cipherOffset) else { return }
+            guard writeOut(.cipher) else { return }
         } else {
-            guard writeOut(&sendBuffer, &sendOffset) else { return }
+            guard writeOut(.plain) else { return }
         }
         afterWrite()
     }
 
-    /// Writes `buffer[offset...]`; returns false if the channel failed.
-    private func writeOut(_ buffer: inout [UInt8], _ offset: inout Int) -> Bool {
-        while offset < buffer.count {
-            let result = buffer.withUnsafeBytes { raw in
-                Socket.write(fd, UnsafeRawBufferPointer(rebasing: raw[offset...]))
-            }
-            switch result {
-            case .bytes(let n):
-                offset += n
-            case .wouldBlock:
+    /// Writes `buffer[offset...]`; returns false if the channel failed (then already closed).
+    /// The buffer is passed `inout`, so failing (which clears the buffers) happens only after
+    /// the access ends.
+    private func writeOut(_ which: WriteQueue) -> Bool {
+        var failure: Int32?
+        switch which {
+        case .plain: failure = Self.write(fd, &sendBuffer, &sendOffset)
+        case .cipher: failure = Self.write(fd, &cipherOut, &cipherOffset)
+        }
+        if let e = failure {
+            if e == EAGAIN {
                 if !waitingForWritable {
                     waitingForWritable = true
                     updateInterest()
                 }
                 return true
-            case .eof:
-                return true
-            case .failed(let e):
-                fail(.io(SocketError(errno: e, operation: "write")))
-                return false
+            }
+            fail(.io(SocketError(errno: e, operation: "write")))
+            return false
+        }
+        if waitingForWritable && pendingByteCount == 0 {
+            waitingForWritable = false
+            updateInterest()
+        }
+        return true
+    }
+
+    private enum WriteQueue { case plain, cipher }
+
+    /// Writes as much of `buffer[offset...]` as the kernel takes. Returns nil when all was
+    /// written (the buffer is then emptied), EAGAIN when the rest must wait, or the errno.
+    private static func write(_ fd: Int32, _ buffer: inout [UInt8], _ offset: inout Int) -> Int32? {
+        while offset < buffer.count {
+            let start = offset
+            let result = buffer.withUnsafeBytes { raw in
+                Socket.write(fd, UnsafeRawBufferPointer(rebasing: raw[start...]))
+            }
+            switch result {
+            case .bytes(let n): offset += n
+            case .wouldBlock, .eof: return EAGAIN
+            case .failed(let e): return e
             }
         }
-        // Fully written: release or reuse the storage.
         if buffer.capacity > 64 << 10 {
             buffer = []
         } else {
             buffer.removeAll(keepingCapacity: true)
         }
         offset = 0
-        if waitingForWritable {
-            waitingForWritable = false
-            updateInterest()
-        }
-        return true
+        return nil
     }
 
     private func compactSendBuffer() {
