@@ -141,7 +141,7 @@ func milliseconds(_ d: Duration) -> Double {
 }
 
 final class LockedText: Sendable {
-    private let text = Mutex("")
+    private let text = TestLock("")
     func append(_ d: Data) { text.withLock { $0 += String(decoding: d, as: UTF8.self) } }
     var value: String { text.withLock { $0 } }
 }

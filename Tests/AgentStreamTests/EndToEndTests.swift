@@ -158,7 +158,7 @@ struct EndToEndTests {
         struct Boom: Error {}
         let server = try await AgentServerProcess()
         let session = "throwing-\(UUID().uuidString)"
-        let kept = Mutex<Channel?>(nil)
+        let kept = TestLock<Channel?>(nil)
         await #expect(throws: Boom.self) {
             try await withChannel(try server.endpoint(session: session)) { channel in
                 kept.withLock { $0 = channel }

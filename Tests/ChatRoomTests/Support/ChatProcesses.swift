@@ -57,7 +57,7 @@ enum ChatPaths {
 /// A child process with piped stdin/stdout/stderr; stdout is collected line by line.
 final class ChildProcess: Sendable {
     private struct State { var out = Data(); var lines: [String] = []; var err = Data() }
-    private final class Box: Sendable { let state = Mutex(State()) }
+    private final class Box: Sendable { let state = TestLock(State()) }
     private let box = Box()
     let process: Process
     private let stdin = Pipe()
