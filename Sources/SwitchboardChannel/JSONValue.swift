@@ -80,11 +80,11 @@ public enum JSONValue: Codable, Sendable, Equatable, Hashable {
             out += "]"
         case .object(let o):
             out += "{"
-            for (i, key) in o.keys.sorted().enumerated() {
+            for (i, entry) in o.sorted(by: { $0.key < $1.key }).enumerated() {
                 if i > 0 { out += "," }
-                out += JSONText.string(key)
+                out += JSONText.string(entry.key)
                 out += ":"
-                o[key]!.write(into: &out)
+                entry.value.write(into: &out)
             }
             out += "}"
         }
@@ -106,27 +106,7 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
 
 /// Writes JSON text with members in a fixed order (the wire order of the protocol docs).
 enum JSONText {
-    static func string(_ s: String) -> String {
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\u{08}": out += "\\b"
-            case "\u{0C}": out += "\\f"
-            default:
-                if scalar.value < 0x20 || scalar.value == 0x2028 || scalar.value == 0x2029 {
-                    out += String(format: "\\u%04x", scalar.value)
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
-    }
+    static func string(_ s: String) -> String { JSONString.quoted(s) }
 
     static func number(_ n: Double) -> String {
         guard n.isFinite else { return "null" }

@@ -33,29 +33,8 @@ public struct HTTPResponse: Sendable, Equatable {
     /// characters become `\n`, `\r`, `\t`, `\b`, `\f` or `\u00XX`. `code` is a string, or
     /// `null` when `nil`.
     public static func error(status: Int, message: String, type: String, code: String? = nil) -> HTTPResponse {
-        let codeJSON = code.map(jsonString) ?? "null"
-        return json(status: status, "{\"error\":{\"message\":\(jsonString(message)),\"type\":\(jsonString(type)),\"code\":\(codeJSON)}}")
-    }
-
-    /// `string` as a quoted JSON string literal.
-    static func jsonString(_ string: String) -> String {
-        var output = "\""
-        for scalar in string.unicodeScalars {
-            switch scalar {
-            case "\"": output += "\\\""
-            case "\\": output += "\\\\"
-            case "\n": output += "\\n"
-            case "\r": output += "\\r"
-            case "\t": output += "\\t"
-            case "\u{08}": output += "\\b"
-            case "\u{0C}": output += "\\f"
-            case "\u{00}"..."\u{1F}":
-                let hex = String(scalar.value, radix: 16, uppercase: false)
-                output += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: output.unicodeScalars.append(scalar)
-            }
-        }
-        return output + "\""
+        let codeJSON = code.map(JSONString.quoted) ?? "null"
+        return json(status: status, "{\"error\":{\"message\":\(JSONString.quoted(message)),\"type\":\(JSONString.quoted(type)),\"code\":\(codeJSON)}}")
     }
 
     /// The serialized response: status line, sanitized headers, `Content-Length` (except for
