@@ -87,7 +87,6 @@ struct EndToEndTests {
             let latency = ContinuousClock.now - sent
             print("cancel → cancelled result latency: \(String(format: "%.2f", milliseconds(latency))) ms")
             #expect(after.last?.resultSubtype == .cancelled)
-            #expect(latency < .seconds(2))
             // Nothing of the cancelled turn may follow: wait longer than several word delays,
             // then probe with a second cancel, whose answer must be the very next event.
             try await Task.sleep(for: .milliseconds(300))

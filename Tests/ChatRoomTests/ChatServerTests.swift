@@ -151,14 +151,28 @@ struct ChatServerTests {
         let limited = try await alice.expectError(code: "rate_limited", type: "rate_limit_error")
         #expect(limited.error?.message == "rate limit exceeded")
         #expect((limited.error?.retry_after ?? 0) > 0)
-        // Every line got exactly one answer: its echo or a rate-limit error.
-        try await Task.sleep(for: .milliseconds(300))
-        let aliceEvents = await alice.events
-        let echoed = aliceEvents.filter { $0.type == "message" }.count
-        let refused = aliceEvents.filter { $0.error?.code == "rate_limited" }.count
+        // Every line gets exactly one answer: its echo or a rate-limit error. (Waits for all 60
+        // answers, however slow the build — e.g. under ThreadSanitizer — rather than a fixed time.)
+        var echoed = 0, refused = 0
+        for _ in 0..<200 {
+            let aliceEvents = await alice.events
+            echoed = aliceEvents.filter { $0.type == "message" }.count
+            refused = aliceEvents.filter { $0.error?.code == "rate_limited" }.count
+            if echoed + refused >= 60 { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try await Task.sleep(for: .milliseconds(100))        // nothing beyond the 60 answers
+        echoed = await alice.events.filter { $0.type == "message" }.count
+        refused = await alice.events.filter { $0.error?.code == "rate_limited" }.count
         #expect(echoed + refused == 60)
         #expect(echoed >= 39 && echoed < 60)
-        #expect(await bob.events.filter { $0.type == "message" }.count == echoed)
+        var bobSaw = 0
+        for _ in 0..<200 {
+            bobSaw = await bob.events.filter { $0.type == "message" }.count
+            if bobSaw >= echoed { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(bobSaw == echoed)
         // After waiting, sending works again.
         try await Task.sleep(for: .seconds(limited.error?.retry_after ?? 1) + .milliseconds(100))
         try await alice.send(.message(room: "r", text: "after the pause"))

@@ -342,11 +342,11 @@ struct ClientInteropTests {
                 try await Task.sleep(for: .milliseconds(200))
                 // The counter sees our half-open connection (so "after <= before" means something).
                 #expect(processSocketCount(port: peer.port) > before)
-                let start = ContinuousClock.now
+                // No wall-clock bound (speed belongs to benchmarks): the handshake timeout is
+                // 8 s, so ending with `.cancelled` rather than `.timedOut` shows cancellation
+                // was honoured.
                 task.cancel()
                 let result = await task.result
-                let elapsed = ContinuousClock.now - start
-                #expect(elapsed < .seconds(2), "cancellation took \(elapsed)")
                 switch result {
                 case .success:
                     Issue.record("connect to a silent server succeeded")
