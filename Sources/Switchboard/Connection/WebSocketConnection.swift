@@ -147,6 +147,7 @@ public actor WebSocketConnection {
     /// The next whole message, or nil once the connection has closed and every received message
     /// has been delivered.
     public func receive() async -> WebSocketMessage? {
+        applicationHoldsMessage = false          // asking for the next one: done with the last
         if let m = dequeue() { return m }
         if pendingClose != nil { runPendingClose() }
         if transportClosed || proto.state == .closed { return nil }
@@ -190,6 +191,7 @@ public actor WebSocketConnection {
 
     private func dequeue() -> WebSocketMessage? {
         guard let m = inbound.popFirst() else { return nil }
+        applicationHoldsMessage = true
         inboundBytes -= m.payloadCount
         if inboundBytes <= configuration.inboundLowWaterMark && !transportClosed && pendingClose == nil {
             channel.setReading(true)
@@ -217,6 +219,7 @@ public actor WebSocketConnection {
                 delivered = true
                 if let w = messageWaiter, inbound.isEmpty {
                     messageWaiter = nil
+                    applicationHoldsMessage = true
                     w.resume(returning: message)
                 } else {
                     inbound.append(message)
@@ -226,7 +229,11 @@ public actor WebSocketConnection {
                     }
                 }
             case .write(let frame):
-                if delivered || !inbound.isEmpty { held.append(frame) } else { channel.write(frame) }
+                if delivered || !inbound.isEmpty || applicationHoldsMessage {
+                    held.append(frame)
+                } else {
+                    channel.write(frame)
+                }
             case .pong(let payload):
                 receivedPong(payload)
             case .ping:
@@ -234,14 +241,14 @@ public actor WebSocketConnection {
             case .peerClosed(let status):
                 if closeStatus == nil { closeStatus = status }
             case .closeTransport(let status):
-                if delivered || !inbound.isEmpty {
+                if delivered || !inbound.isEmpty || applicationHoldsMessage {
                     // Messages that arrived before the close (or the protocol error) are still
                     // with the application: let it handle them, and answer them, before our
                     // close frame goes out. Done when it next asks for a message and the queue
-                    // is empty, or after the close timeout at the latest.
+                    // is empty, or after `closeReplyGrace` at the latest.
                     pendingClose = (held, status)
                     channel.setReading(false)
-                    pendingCloseTimer = loop.schedule(after: configuration.closeTimeout) { [weak self] in
+                    pendingCloseTimer = loop.schedule(after: Self.closeReplyGrace) { [weak self] in
                         self?.assumeIsolated { $0.runPendingClose() }
                     }
                     return
@@ -255,6 +262,11 @@ public actor WebSocketConnection {
     }
 
     private var pendingClose: (writes: [[UInt8]], status: WebSocketCloseStatus)?
+    /// True from handing a message to the application until it asks for the next one.
+    private var applicationHoldsMessage = false
+    /// Longest we hold our close frame for the application to answer messages it already has
+    /// (1 s: ample for an echo or an acknowledgement, short enough for the peer's close timer).
+    static let closeReplyGrace: Duration = .seconds(1)
     private var pendingCloseTimer: EventLoopTimer?
 
     private func runPendingClose() {
