@@ -241,7 +241,10 @@ public actor WebSocketConnection {
             case .peerClosed(let status):
                 if closeStatus == nil { closeStatus = status }
             case .closeTransport(let status):
-                if delivered || !inbound.isEmpty || applicationHoldsMessage {
+                // A protocol error also waits while the application is still on a message it
+                // took earlier (it may be about to answer it); a normal close does not, so an
+                // idle application never delays the peer's close.
+                if delivered || !inbound.isEmpty || (applicationHoldsMessage && status.error != nil) {
                     // Messages that arrived before the close (or the protocol error) are still
                     // with the application: let it handle them, and answer them, before our
                     // close frame goes out. Done when it next asks for a message and the queue
