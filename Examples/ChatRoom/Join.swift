@@ -127,21 +127,8 @@ actor QuitFlag {
 
 /// Turns server event lines into readable terminal lines.
 enum EventFormatter {
-    private struct Event: Decodable {
-        struct ErrorBody: Decodable { var message: String; var retry_after: Double? }
-        struct Message: Decodable { var room: String?; var user: String; var text: String }
-        var type: String
-        var room: String?
-        var user: String?
-        var text: String?
-        var isTyping: Bool?
-        var users: [String]?
-        var messages: [Message]?
-        var error: ErrorBody?
-    }
-
     static func format(_ line: Data) -> String? {
-        guard let e = try? JSONDecoder().decode(Event.self, from: line) else {
+        guard let e = try? JSONDecoder().decode(ServerEvent.self, from: line) else {
             return line.isEmpty ? nil : "? \(String(decoding: line, as: UTF8.self))"
         }
         let r = "[\(e.room ?? "?")]"

@@ -1,8 +1,8 @@
 import Foundation
 
 /// One server→client line. Optional fields are omitted when nil.
-struct ServerEvent: Encodable, Sendable {
-    struct ErrorBody: Encodable, Sendable {
+struct ServerEvent: Codable, Sendable {
+    struct ErrorBody: Codable, Sendable {
         var message: String
         var type: String
         var code: String
@@ -10,7 +10,7 @@ struct ServerEvent: Encodable, Sendable {
     }
 
     /// A stored message, as sent in `history`: the same fields as a `message` event.
-    struct Message: Encodable, Sendable {
+    struct Message: Codable, Sendable {
         var type = "message"
         var id: Int64
         var room: String

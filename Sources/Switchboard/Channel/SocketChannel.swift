@@ -231,18 +231,20 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
             case .failed(let e): return e
             }
         }
-        if buffer.capacity > 64 << 10 {
-            buffer = []
-        } else {
-            buffer.removeAll(keepingCapacity: true)
-        }
+        emptyQueue(&buffer)
         offset = 0
         return nil
     }
 
+    /// Empties a fully written queue, keeping small storage for reuse and releasing large
+    /// storage (so an idle connection holds no big buffer).
+    private static func emptyQueue(_ buffer: inout [UInt8]) {
+        if buffer.capacity > 64 << 10 { buffer = [] } else { buffer.removeAll(keepingCapacity: true) }
+    }
+
     private func compactSendBuffer() {
         if sendOffset == sendBuffer.count {
-            if sendBuffer.capacity > 64 << 10 { sendBuffer = [] } else { sendBuffer.removeAll(keepingCapacity: true) }
+            Self.emptyQueue(&sendBuffer)
             sendOffset = 0
         }
     }

@@ -110,7 +110,7 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
                 }
                 watcher = w
                 try w.start()
-                armTimer("connect to \(address)") { [self] in
+                armTimer(options.connectTimeout) { [self] in
                     watcher?.finish(ETIMEDOUT)
                 }
             }
@@ -128,9 +128,8 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
         tryNextAddress()
     }
 
-    private func armTimer(_ what: String, _ body: @escaping () -> Void) {
+    private func armTimer(_ duration: Duration, _ body: @escaping () -> Void) {
         timer?.cancel()
-        let duration = what.hasPrefix("connect") ? options.connectTimeout : options.configuration.handshakeTimeout
         timer = loop.schedule(after: duration, body)
     }
 
@@ -154,7 +153,7 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
         fd = -1  // owned by the channel now
         self.channel = channel
         channel.delegate = self
-        armTimer("WebSocket handshake") { [self] in
+        armTimer(options.configuration.handshakeTimeout) { [self] in
             finish(.failure(SwitchboardError.timedOut("WebSocket opening handshake")))
         }
         do {

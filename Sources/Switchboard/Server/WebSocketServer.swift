@@ -161,11 +161,9 @@ public final class WebSocketServer: Sendable {
         connection.assumeIsolated { c in
             c.onClose { [self] status in
                 state.withLock { _ = $0.connections.removeValue(forKey: id) }
+                topics.unsubscribeAll(connection)
                 log.debug("connection closed", metadata: ["code": "\(status.code.rawValue)"])
             }
-        }
-        connection.assumeIsolated { c in
-            c.onClose { [topics] _ in topics.unsubscribeAll(connection) }
         }
     }
 
