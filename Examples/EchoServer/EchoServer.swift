@@ -3,8 +3,9 @@ import Foundation
 import Logging
 import Switchboard
 
-/// Echoes every text and binary message unchanged, on every path. The testee for Autobahn
-/// server runs and for benchmarks.
+/// Echoes every text and binary message unchanged, on every path but `/broadcast`, which relays
+/// each message to every other `/broadcast` client. The testee for Autobahn server runs and for
+/// benchmarks (`Benchmarks/run.sh`).
 @main
 struct EchoServer: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -33,6 +34,13 @@ struct EchoServer: AsyncParsableCommand {
         var logger = Logger(label: "echo-server")
         logger.logLevel = .warning
         let server = WebSocketServer(configuration: config, logger: logger)
+        // Fan-out benchmark: every message on /broadcast goes to every other /broadcast client.
+        server.route("/broadcast") { [server] connection in
+            server.subscribe(connection, to: "broadcast")
+            for await message in connection.messages() {
+                await server.publish(message, to: "broadcast", excluding: connection)
+            }
+        }
         server.route("*") { connection in
             for await message in connection.messages() {
                 do { try await connection.send(message) } catch { break }

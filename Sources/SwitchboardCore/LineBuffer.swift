@@ -80,7 +80,7 @@ public struct LineBuffer: Sendable {
     /// Records the LFs in `storage[scanStart...]` and checks line lengths.
     private mutating func scan(from scanStart: Int) throws(LineBufferError) {
         var position = scanStart
-        while let newline = storage[position...].firstIndex(of: UInt8(ascii: "\n")) {
+        while let newline = storage.withUnsafeBytes({ Self.firstLF(in: $0, from: position) }) {
             var length = newline - partialStart
             if length > 0, storage[newline - 1] == UInt8(ascii: "\r") { length -= 1 }
             guard length <= maxLineLength else { try fail(truncatingAt: partialStart) }
@@ -91,6 +91,29 @@ public struct LineBuffer: Sendable {
         var partialLength = storage.count - partialStart
         if partialLength > 0, storage[storage.count - 1] == UInt8(ascii: "\r") { partialLength -= 1 }
         guard partialLength <= maxLineLength else { try fail(truncatingAt: partialStart) }
+    }
+
+    /// Index of the first `\n` in `bytes[from...]`, eight bytes per step (SWAR zero-byte test).
+    @usableFromInline
+    static func firstLF(in bytes: UnsafeRawBufferPointer, from: Int) -> Int? {
+        let count = bytes.count
+        var i = from
+        let lf: UInt64 = 0x0a0a_0a0a_0a0a_0a0a
+        let low: UInt64 = 0x0101_0101_0101_0101
+        let high: UInt64 = 0x8080_8080_8080_8080
+        while count &- i >= 8 {
+            let x = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)) ^ lf
+            // Nonzero iff some byte of x is zero, i.e. some input byte is LF; the lowest set
+            // bit marks the first one (bits above it may be false positives, never below).
+            let found = (x &- low) & ~x & high
+            if found != 0 { return i &+ found.trailingZeroBitCount / 8 }
+            i &+= 8
+        }
+        while i < count {
+            if bytes[i] == UInt8(ascii: "\n") { return i }
+            i &+= 1
+        }
+        return nil
     }
 
     private mutating func fail(truncatingAt index: Int) throws(LineBufferError) -> Never {

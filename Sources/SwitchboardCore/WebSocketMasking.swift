@@ -14,12 +14,19 @@ public enum WebSocketMasking {
     public static func apply(_ key: WebSocketMaskingKey, to buffer: UnsafeMutableRawBufferPointer, phase: Int) {
         let count = buffer.count
         guard count > 0 else { return }
-        // Key bytes laid out in memory order starting at `phase`, repeated to fill 8 bytes:
-        // endian-neutral because it is built byte by byte in memory.
-        var word: UInt64 = 0
-        withUnsafeMutableBytes(of: &word) { raw in
-            for j in 0..<8 { raw[j] = key.byte(at: phase &+ j) }
+        // Key bytes laid out in memory order starting at `phase`, repeated to fill 8 bytes.
+        // Built without branches: the key as a 32-bit word in memory order, rotated by the
+        // phase, doubled. Endian-neutral because it is loaded from and used as memory.
+        var keyWord: UInt32 = 0
+        withUnsafeMutableBytes(of: &keyWord) { raw in
+            raw[0] = key.b0
+            raw[1] = key.b1
+            raw[2] = key.b2
+            raw[3] = key.b3
         }
+        keyWord = rotateToPhase(keyWord, phase & 3)
+        let word = UInt64(keyWord) | UInt64(keyWord) &<< 32
+        let wordBytes = UInt64(littleEndian: word)
         var index = 0
         // 32 bytes per iteration, then 8 at a time.
         while count &- index >= 32 {
@@ -38,11 +45,25 @@ public enum WebSocketMasking {
             buffer.storeBytes(of: value ^ word, toByteOffset: index, as: UInt64.self)
             index &+= 8
         }
-        // Index is a multiple of 8, so the key phase of the tail is unchanged.
+        // Index is a multiple of 8, so the tail starts at the same key phase: its bytes are
+        // the low-address bytes of `word`.
+        var tail = wordBytes
         while index < count {
-            buffer[index] ^= key.byte(at: phase &+ index)
+            buffer[index] ^= UInt8(truncatingIfNeeded: tail)
+            tail &>>= 8
             index &+= 1
         }
+    }
+
+    /// `keyWord` holds the key bytes in memory order; returns them starting at key byte `shift`.
+    @inlinable
+    static func rotateToPhase(_ keyWord: UInt32, _ shift: Int) -> UInt32 {
+        // In memory order, "starting at byte k" is a rotation towards lower addresses by k
+        // bytes: a right rotation of the little-endian value, a left one of the big-endian.
+        let bits = UInt32(truncatingIfNeeded: shift &* 8)
+        let le = UInt32(littleEndian: keyWord)
+        let rotated = bits == 0 ? le : (le &>> bits) | (le &<< (32 &- bits))
+        return rotated.littleEndian
     }
 
     /// XORs `bytes` in place with `key`; see the raw-buffer overload for `phase`.

@@ -54,6 +54,9 @@ public struct WebSocketProtocol: Sendable {
     /// The data message in progress: `.text` or `.binary`, or nil between messages.
     private var messageOpcode: WebSocketOpcode?
     private var messageBuffer: [UInt8] = []
+    /// Largest up-front reservation for an announced frame (beyond it the buffer grows as
+    /// bytes arrive).
+    static let reservationCap = 1 << 20
     private var utf8 = UTF8Validator()
     /// The payload of the control frame being read (at most 125 bytes).
     private var controlBuffer: [UInt8] = []
@@ -170,6 +173,11 @@ public struct WebSocketProtocol: Sendable {
                 messageOpcode = header.opcode
                 utf8.reset()
             }
+            // Room for the whole frame up front (no doubling copies while it arrives), but
+            // at most `reservationCap` on the strength of a header alone: a peer announcing
+            // a huge frame must send the bytes before we spend memory on them.
+            let wanted = messageBuffer.count + min(length, Self.reservationCap)
+            if messageBuffer.capacity < wanted { messageBuffer.reserveCapacity(wanted) }
         } else {
             controlBuffer.removeAll(keepingCapacity: true)
         }

@@ -191,4 +191,25 @@ struct LineBufferTests {
         try buffer.append(b("partial"))
         #expect(buffer.bufferedByteCount == 7)
     }
+
+    /// The word-at-a-time newline search agrees with a byte loop for every LF position, start
+    /// offset and tail length, including bytes that differ from LF by one bit and 0x8a/0x0b
+    /// (the classic false positives of the SWAR zero-byte test).
+    @Test func wordAtATimeNewlineSearchMatchesByteSearch() {
+        let fillers: [UInt8] = [0x0b, 0x8a, 0x0e, 0x09, 0xff, 0x00, 0x2a]
+        for length in 0...40 {
+            for lfAt in -1..<length {
+                for filler in fillers {
+                    var bytes = [UInt8](repeating: filler, count: length)
+                    if lfAt >= 0 { bytes[lfAt] = 0x0a }
+                    if lfAt >= 0, lfAt + 3 < length { bytes[lfAt + 3] = 0x0a }  // a later LF too
+                    for from in 0...length {
+                        let expected = bytes[from...].firstIndex(of: 0x0a)
+                        let found = bytes.withUnsafeBytes { LineBuffer.firstLF(in: $0, from: from) }
+                        #expect(found == expected, "length \(length) lf \(lfAt) filler \(filler) from \(from)")
+                    }
+                }
+            }
+        }
+    }
 }

@@ -10,6 +10,11 @@ int switchboard_shims_version(void);
 /// accept4(fd, addr, len, SOCK_NONBLOCK | SOCK_CLOEXEC): Glibc hides accept4 behind _GNU_SOURCE.
 int switchboard_accept_nonblocking(int fd, struct sockaddr *addr, socklen_t *len);
 #endif
+#include <stdint.h>
+/// 64 bits from the system CSPRNG, served from a per-thread pool of 256 bytes that is refilled
+/// with one getrandom(2) call (instead of one system call per value). Returns 0 in *ok only if
+/// the system generator failed, in which case the value must not be used.
+uint64_t switchboard_secure_random_u64(int *ok);
 // TLS (OpenSSL macro wrappers).
 #include "CSwitchboardTLSShims.h"
 #endif

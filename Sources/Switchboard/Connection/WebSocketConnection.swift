@@ -138,10 +138,10 @@ public actor WebSocketConnection {
                     onCancel: { [self] in Task { await self.close(code: .goingAway, reason: "") } })
     }
 
-    /// One element per received message. Finishes when the connection closes.
-    public nonisolated func messages() -> AsyncStream<WebSocketMessage> {
-        AsyncStream(unfolding: { [self] in await self.receive() },
-                    onCancel: { [self] in Task { await self.close(code: .goingAway, reason: "") } })
+    /// One element per received message. Finishes when the connection closes. Cancelling the
+    /// consuming task finishes the sequence and closes the connection with 1001.
+    public nonisolated func messages() -> WebSocketMessageSequence {
+        WebSocketMessageSequence(connection: self)
     }
 
     /// The next whole message, or nil once the connection has closed and every received message

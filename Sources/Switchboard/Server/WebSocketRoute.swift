@@ -21,7 +21,7 @@ public enum WebSocketAuthDecision: Sendable {
 /// A registered WebSocket path.
 struct WebSocketRoute: Sendable {
     var authenticate: (@Sendable (WebSocketUpgradeRequest) async -> WebSocketAuthDecision)?
-    var handler: @Sendable (WebSocketConnection) async -> Void
+    var handler: @Sendable (isolated WebSocketConnection) async -> Void
 }
 
 /// Constant-time comparisons for secrets (bearer tokens), so timing does not leak how much of a

@@ -46,11 +46,13 @@ public final class WebSocketServer: Sendable {
     /// Registers the handler for WebSocket upgrades on `path` (exact match, query ignored;
     /// `"*"` matches every path that has no route of its own).
     /// `authenticate` runs before the upgrade completes and can reject with 401/403.
-    /// The handler runs in its own task on the connection's loop; when it returns, the
-    /// connection is closed (1000) if still open.
+    /// The handler runs in its own task, isolated to the connection (its parameter is
+    /// `isolated`), on the connection's loop: receiving and sending cost no executor hop. Do not
+    /// block in it; hand long work to another task. When it returns, the connection is closed
+    /// (1000) if still open.
     public func route(_ path: String,
                       authenticate: (@Sendable (WebSocketUpgradeRequest) async -> WebSocketAuthDecision)? = nil,
-                      handler: @escaping @Sendable (WebSocketConnection) async -> Void) {
+                      handler: @escaping @Sendable (isolated WebSocketConnection) async -> Void) {
         state.withLock { $0.routes[path] = WebSocketRoute(authenticate: authenticate, handler: handler) }
     }
 
