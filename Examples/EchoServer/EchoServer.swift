@@ -17,6 +17,10 @@ struct EchoServer: AsyncParsableCommand {
     @Option(help: "PEM private key file.") var tlsKey: String?
     @Option(help: "Largest message accepted, in bytes.") var maxMessageSize = 16 << 20
     @Option(help: "Event loops (default: one per core).") var loops: Int?
+    @Option(help: "Handler style: 'tasks' (a task per connection iterating messages()) or 'callbacks' (WebSocketCallbacks, no task per connection).")
+    var api: API = .tasks
+
+    enum API: String, ExpressibleByArgument { case tasks, callbacks }
 
     func validate() throws {
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
@@ -41,10 +45,17 @@ struct EchoServer: AsyncParsableCommand {
                 await server.publish(message, to: "broadcast", excluding: connection)
             }
         }
-        server.route("*") { connection in
-            for await message in connection.messages() {
-                do { try await connection.send(message) } catch { break }
+        switch api {
+        case .tasks:
+            server.route("*") { connection in
+                for await message in connection.messages() {
+                    do { try await connection.send(message) } catch { break }
+                }
             }
+        case .callbacks:
+            server.route("*", callbacks: WebSocketCallbacks(onMessage: { connection, message in
+                try? connection.sendNow(message)
+            }))
         }
         let bound = try await server.start()
         // Unbuffered, so scripts waiting for this line see it at once.

@@ -53,3 +53,9 @@ public struct WebSocketConfiguration: Sendable, Equatable {
 
     public static let `default` = WebSocketConfiguration()
 }
+
+/// A ``WebSocketConfiguration`` shared by reference between the connections of one server.
+final class SharedWebSocketConfiguration: Sendable {
+    let value: WebSocketConfiguration
+    init(_ value: WebSocketConfiguration) { self.value = value }
+}

@@ -18,13 +18,19 @@ public actor WebSocketConnection {
     public nonisolated let role: WebSocketRole
     /// The subprotocol both sides agreed on, if any.
     public nonisolated let subprotocol: String?
-    /// Server side: the upgrade request (path, query, headers).
+    /// Server side: the upgrade request (path, query, headers). The fields only the handshake
+    /// needed (`Upgrade`, `Connection`, `Sec-WebSocket-Key`, `-Version`, `-Extensions`) are not
+    /// kept; `key`, `subprotocols` and `origin` hold their values.
     public nonisolated let request: WebSocketUpgradeRequest?
     /// Server side: what the authentication hook attached (e.g. the user id).
     public nonisolated let userInfo: [String: String]
     nonisolated let loop: EventLoop
     nonisolated let channel: SocketChannel
-    public nonisolated let configuration: WebSocketConfiguration
+    /// The settings this connection runs with.
+    public nonisolated var configuration: WebSocketConfiguration { sharedConfiguration.value }
+    /// One copy per server (or client connection), not one per connection: memory per idle
+    /// connection is what a connection keeps.
+    private nonisolated let sharedConfiguration: SharedWebSocketConfiguration
 
     public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
 
@@ -50,8 +56,17 @@ public actor WebSocketConnection {
     private static let nextID = Atomic<UInt64>(1)
 
     init(channel: SocketChannel, role: WebSocketRole, subprotocol: String?, request: WebSocketUpgradeRequest?,
-         configuration: WebSocketConfiguration, counters: ConnectionCounters? = nil,
+                     configuration: WebSocketConfiguration, counters: ConnectionCounters? = nil,
+                     userInfo: [String: String] = [:]) {
+        self.init(channel: channel, role: role, subprotocol: subprotocol, request: request,
+                  sharedConfiguration: SharedWebSocketConfiguration(configuration), counters: counters,
+                  userInfo: userInfo)
+    }
+
+    init(channel: SocketChannel, role: WebSocketRole, subprotocol: String?, request: WebSocketUpgradeRequest?,
+         sharedConfiguration: SharedWebSocketConfiguration, counters: ConnectionCounters? = nil,
          userInfo: [String: String] = [:]) {
+        let configuration = sharedConfiguration.value
         self.userInfo = userInfo
         self.id = Self.nextID.wrappingAdd(1, ordering: .relaxed).oldValue
         self.channel = channel
@@ -59,7 +74,7 @@ public actor WebSocketConnection {
         self.role = role
         self.subprotocol = subprotocol
         self.request = request
-        self.configuration = configuration
+        self.sharedConfiguration = sharedConfiguration
         self.counters = counters
         self.proto = WebSocketProtocol(role: role, limits: configuration.protocolLimits)
         self.lineBuffer = LineBuffer(maxLineLength: configuration.maxLineLength, emptyLines: configuration.emptyLines)
@@ -68,16 +83,25 @@ public actor WebSocketConnection {
     }
 
     /// Takes over the channel (on the loop thread) and parses bytes that arrived with the handshake.
-    nonisolated func start(leftover: [UInt8]) {
+    /// With `callbacks`, messages go to them instead of the receive queue.
+    nonisolated func start(leftover: [UInt8], callbacks: WebSocketCallbacks? = nil) {
         loop.assertInEventLoop()
         channel.delegate = self
         assumeIsolated { conn in
+            conn.callbacks = callbacks
             conn.scheduleKeepalive()
+            callbacks?.onOpen?(conn)
             if !leftover.isEmpty {
                 leftover.withUnsafeBytes { conn.handleRead($0) }
             }
         }
     }
+
+    /// Set for connections of a callback route: messages are handed to `onMessage` as they are
+    /// parsed, and nothing is queued for `receive()`.
+    private var callbacks: WebSocketCallbacks?
+    /// Callback mode: reading is paused until the outbound queue drains below its low-water mark.
+    private var pausedForOutbound = false
 
     // MARK: Keepalive
 
@@ -216,6 +240,16 @@ public actor WebSocketConnection {
             switch action {
             case .message(let message):
                 counters?.messageIn()
+                if let callbacks {
+                    // Handled (and answered) synchronously: nothing is held for the application.
+                    callbacks.onMessage(self, message)
+                    if !channel.isWritable && !pausedForOutbound && !transportClosed {
+                        pausedForOutbound = true
+                        channel.setReading(false)
+                        channel.requestWritableSignal()
+                    }
+                    continue
+                }
                 delivered = true
                 if let w = messageWaiter, inbound.isEmpty {
                     messageWaiter = nil
@@ -328,6 +362,10 @@ public actor WebSocketConnection {
         let closers = closeWaiters
         closeWaiters = []
         for c in closers { c.resume() }
+        if let onClose = callbacks?.onClose {
+            callbacks = nil
+            onClose(self)
+        }
         let status = closeStatus ?? WebSocketCloseStatus(code: .abnormalClosure, reason: "", error: nil)
         let handlers = closeHandlers
         closeHandlers = []
@@ -401,6 +439,18 @@ public actor WebSocketConnection {
         }
         counters?.messageOut(bytes: payload.count)
         channel.flushSoon()
+    }
+
+    /// Queues a message at once, without waiting for room in the outbound queue: for callback
+    /// routes (``WebSocketCallbacks``), where the connection stops reading while the queue is
+    /// above its high-water mark, and for code that bounds its own sending. Throws `.closed`
+    /// once closing.
+    public func sendNow(_ message: WebSocketMessage) throws(SwitchboardError) {
+        try checkOpen()
+        switch message {
+        case .text(let b): try enqueue(.text, b)
+        case .binary(let b): try enqueue(.binary, b)
+        }
     }
 
     /// Queues a message without waiting, for fan-out (topics): a subscriber whose outbound queue
@@ -517,6 +567,10 @@ extension WebSocketConnection: SocketChannelDelegate {
 
     nonisolated func channelWritable() {
         assumeIsolated { conn in
+            if conn.pausedForOutbound {
+                conn.pausedForOutbound = false
+                if !conn.transportClosed && conn.pendingClose == nil { conn.channel.setReading(true) }
+            }
             let waiters = conn.sendWaiters
             conn.sendWaiters = []
             for w in waiters { w.resume() }

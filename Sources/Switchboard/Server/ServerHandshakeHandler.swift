@@ -119,16 +119,35 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         timer?.cancel()
         channel.write(response)
         let connection = WebSocketConnection(channel: channel, role: .server, subprotocol: subprotocol,
-                                             request: request, configuration: server.configuration.connection,
+                                             request: Self.retained(request),
+                                             sharedConfiguration: server.sharedConnectionConfiguration,
                                              counters: server.counters, userInfo: userInfo)
         server.register(connection)
-        connection.start(leftover: leftover)
-        let handler = route.handler
-        Task(executorPreference: channel.loop) {
-            await handler(connection)
-            await connection.close()
+        switch route.handler {
+        case .task(let handler):
+            connection.start(leftover: leftover)
+            Task(executorPreference: channel.loop) {
+                await handler(connection)
+                await connection.close()
+            }
+        case .callbacks(let callbacks):
+            connection.start(leftover: leftover, callbacks: callbacks)
         }
     }
+
+    /// The request as the connection keeps it: without the fields only the handshake needed
+    /// (their values are in the request's own properties), in storage of exactly its size.
+    static func retained(_ request: WebSocketUpgradeRequest) -> WebSocketUpgradeRequest {
+        var kept = request
+        let fields = request.head.headers.filter { field in
+            !handshakeOnlyFields.contains(field.name.lowercased())
+        }
+        kept.head.headers = HTTPHeaders(fields.map { ($0.name, $0.value) })
+        return kept
+    }
+
+    private static let handshakeOnlyFields: Set<String> = ["upgrade", "connection", "sec-websocket-key",
+                                                           "sec-websocket-version", "sec-websocket-extensions"]
 
     private func reject(_ response: HTTPResponse) {
         guard !done else { return }

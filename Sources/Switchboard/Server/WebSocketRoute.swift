@@ -20,8 +20,40 @@ public enum WebSocketAuthDecision: Sendable {
 
 /// A registered WebSocket path.
 struct WebSocketRoute: Sendable {
+    enum Handler: Sendable {
+        /// One task per connection, running the handler (see ``WebSocketServer/route(_:authenticate:handler:)``).
+        case task(@Sendable (isolated WebSocketConnection) async -> Void)
+        /// No task: callbacks on the connection's loop (see ``WebSocketServer/route(_:authenticate:callbacks:)``).
+        case callbacks(WebSocketCallbacks)
+    }
+
     var authenticate: (@Sendable (WebSocketUpgradeRequest) async -> WebSocketAuthDecision)?
-    var handler: @Sendable (isolated WebSocketConnection) async -> Void
+    var handler: Handler
+}
+
+/// Callbacks of a callback route: the lightest way to serve many connections.
+///
+/// They run synchronously on the connection's loop, isolated to the connection, one at a time
+/// and in order; no task exists per connection, so an idle connection costs only its state,
+/// and a message costs no executor hop. Do not block in them: hand slow work to a task.
+/// Answer with ``WebSocketConnection/sendNow(_:)``. Backpressure: while the connection's
+/// outbound queue is above its high-water mark the connection stops reading, so a peer that
+/// does not read our answers is slowed down instead of growing our memory.
+public struct WebSocketCallbacks: Sendable {
+    /// After the upgrade, before any message.
+    public var onOpen: (@Sendable (isolated WebSocketConnection) -> Void)?
+    /// Each received message, in order.
+    public var onMessage: @Sendable (isolated WebSocketConnection, WebSocketMessage) -> Void
+    /// Once, when the connection has closed (``WebSocketConnection/closeStatus`` tells why).
+    public var onClose: (@Sendable (isolated WebSocketConnection) -> Void)?
+
+    public init(onOpen: (@Sendable (isolated WebSocketConnection) -> Void)? = nil,
+                onMessage: @escaping @Sendable (isolated WebSocketConnection, WebSocketMessage) -> Void,
+                onClose: (@Sendable (isolated WebSocketConnection) -> Void)? = nil) {
+        self.onOpen = onOpen
+        self.onMessage = onMessage
+        self.onClose = onClose
+    }
 }
 
 /// Constant-time comparisons for secrets (bearer tokens), so timing does not leak how much of a

@@ -22,6 +22,8 @@ public final class WebSocketServer: Sendable {
     public let configuration: WebSocketServerConfiguration
     let logger: Logger
     let counters = ConnectionCounters()
+    /// The connection settings, one copy for every connection of this server.
+    let sharedConnectionConfiguration: SharedWebSocketConfiguration
     let topics = TopicRegistry()
 
     private struct State {
@@ -39,6 +41,7 @@ public final class WebSocketServer: Sendable {
                 logger: Logger = Logger(label: "switchboard.server")) {
         self.configuration = configuration
         self.logger = logger
+        self.sharedConnectionConfiguration = SharedWebSocketConfiguration(configuration.connection)
     }
 
     // MARK: Set-up
@@ -53,7 +56,16 @@ public final class WebSocketServer: Sendable {
     public func route(_ path: String,
                       authenticate: (@Sendable (WebSocketUpgradeRequest) async -> WebSocketAuthDecision)? = nil,
                       handler: @escaping @Sendable (isolated WebSocketConnection) async -> Void) {
-        state.withLock { $0.routes[path] = WebSocketRoute(authenticate: authenticate, handler: handler) }
+        state.withLock { $0.routes[path] = WebSocketRoute(authenticate: authenticate, handler: .task(handler)) }
+    }
+
+    /// Registers callbacks for WebSocket upgrades on `path`: no task per connection (see
+    /// ``WebSocketCallbacks``). The lightest and fastest way to serve many connections; the
+    /// task form, ``route(_:authenticate:handler:)``, reads more naturally for conversations.
+    public func route(_ path: String,
+                      authenticate: (@Sendable (WebSocketUpgradeRequest) async -> WebSocketAuthDecision)? = nil,
+                      callbacks: WebSocketCallbacks) {
+        state.withLock { $0.routes[path] = WebSocketRoute(authenticate: authenticate, handler: .callbacks(callbacks)) }
     }
 
     /// Answers plain HTTP requests (no `Upgrade` header); return nil for `404`.
