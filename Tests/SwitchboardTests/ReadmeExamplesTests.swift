@@ -2,8 +2,8 @@ import Foundation
 import Testing
 @testable import Switchboard
 
-// The README's two snippets, verbatim (keep in sync with README.md). They must compile, and
-// the client one is run against a real server below.
+// The README's snippets, verbatim (keep in sync with README.md). They must compile; the client
+// one is run against a real server below, and the callback route one too.
 
 struct ChatEndpoint: SocketEndpoint {
     var scheme: SocketScheme { .ws }
@@ -42,8 +42,27 @@ func serve() async throws {
     await server.shutdown(timeout: .seconds(5))     // close 1001 to all, flush, stop
 }
 
+func addCallbackRoute(to server: WebSocketServer) {
+    server.route("/echo", callbacks: WebSocketCallbacks(onMessage: { connection, message in
+        try? connection.sendNow(message)   // queued at once; the connection stops reading while
+    }))                                    // its outbound queue is above the high-water mark
+}
+
 @Suite("README examples")
 struct ReadmeExamplesTests {
+    @Test func readmeCallbackRouteEchoes() async throws {
+        let server = WebSocketServer(configuration: .init(host: "127.0.0.1", port: 0))
+        addCallbackRoute(to: server)
+        let port = try await server.start()
+        let adapter = SocketAdapter()
+        let messages = try await adapter.connectMessages(to: try WebSocketURLEndpoint(url: "ws://127.0.0.1:\(port)/echo"))
+        var iterator = messages.makeAsyncIterator()
+        try await adapter.send(text: "ping ✓")
+        #expect(await iterator.next() == .text(Array("ping ✓".utf8)))
+        await adapter.close()
+        await server.shutdown(timeout: .seconds(2))
+    }
+
     @Test func readmeClientTalksToAServer() async throws {
         let server = WebSocketServer()
         let received = ReceivedLines()

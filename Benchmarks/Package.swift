@@ -1,0 +1,51 @@
+// swift-tools-version:6.1
+// Benchmarks for Switchboard: a separate package, so the library keeps its small dependency
+// set. It builds the comparison peers (raw SwiftNIO and Hummingbird echo servers), our own
+// epoll load generator, and in-process micro benchmarks of the protocol core.
+// `run.sh` builds everything in release and prints one comparison table.
+import PackageDescription
+
+let package = Package(
+    name: "SwitchboardBenchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(name: "Switchboard", path: ".."),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        // The load generator: C over raw epoll, so it is never the bottleneck.
+        // Links OpenSSL (libssl-dev) for its TLS mode.
+        .executableTarget(name: "loadgen", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
+        // Counts malloc calls in-process (glibc symbol interposition) for allocations/op.
+        .target(name: "CMallocCounter"),
+        // In-process micro benchmarks of SwitchboardCore.
+        .executableTarget(
+            name: "micro",
+            dependencies: [.product(name: "SwitchboardCore", package: "Switchboard"), "CMallocCounter"]
+        ),
+        // Comparison peer: a raw SwiftNIO NIOWebSocket echo server.
+        .executableTarget(
+            name: "nio-echo-server",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // Comparison peer: Hummingbird 2's async WebSocket echo server.
+        .executableTarget(
+            name: "hummingbird-echo-server",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
