@@ -56,8 +56,8 @@ public actor WebSocketConnection {
     private static let nextID = Atomic<UInt64>(1)
 
     init(channel: SocketChannel, role: WebSocketRole, subprotocol: String?, request: WebSocketUpgradeRequest?,
-                     configuration: WebSocketConfiguration, counters: ConnectionCounters? = nil,
-                     userInfo: [String: String] = [:]) {
+         configuration: WebSocketConfiguration, counters: ConnectionCounters? = nil,
+         userInfo: [String: String] = [:]) {
         self.init(channel: channel, role: role, subprotocol: subprotocol, request: request,
                   sharedConfiguration: SharedWebSocketConfiguration(configuration), counters: counters,
                   userInfo: userInfo)
