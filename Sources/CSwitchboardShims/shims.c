@@ -10,7 +10,6 @@ int switchboard_accept_nonblocking(int fd, struct sockaddr *addr, socklen_t *len
 #endif
 
 #include <errno.h>
-#include <string.h>
 #if defined(__linux__)
 #include <sys/random.h>
 #else

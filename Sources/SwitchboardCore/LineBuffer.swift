@@ -59,16 +59,15 @@ public struct LineBuffer: Sendable {
     ///
     /// - Throws: ``LineBufferError/lineTooLong(limit:)`` when a line exceeds ``maxLineLength``.
     public mutating func append(_ bytes: UnsafeRawBufferPointer) throws(LineBufferError) {
-        if let failure { throw failure }
-        guard !bytes.isEmpty else { return }
-        compactIfWorthwhile()
-        let scanStart = storage.count
-        storage.append(contentsOf: bytes)
-        try scan(from: scanStart)
+        try appendAndScan(bytes)
     }
 
     /// Appends bytes; see ``append(_:)-(UnsafeRawBufferPointer)``.
     public mutating func append(_ bytes: [UInt8]) throws(LineBufferError) {
+        try appendAndScan(bytes)
+    }
+
+    private mutating func appendAndScan<Bytes: Collection<UInt8>>(_ bytes: Bytes) throws(LineBufferError) {
         if let failure { throw failure }
         guard !bytes.isEmpty else { return }
         compactIfWorthwhile()

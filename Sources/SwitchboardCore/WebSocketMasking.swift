@@ -60,10 +60,10 @@ public enum WebSocketMasking {
     static func rotateToPhase(_ keyWord: UInt32, _ shift: Int) -> UInt32 {
         // In memory order, "starting at byte k" is a rotation towards lower addresses by k
         // bytes: a right rotation of the little-endian value, a left one of the big-endian.
+        // `&<<` masks its amount to 0...31, so a shift of 0 gives `le | le`: no branch needed.
         let bits = UInt32(truncatingIfNeeded: shift &* 8)
         let le = UInt32(littleEndian: keyWord)
-        let rotated = bits == 0 ? le : (le &>> bits) | (le &<< (32 &- bits))
-        return rotated.littleEndian
+        return ((le &>> bits) | (le &<< (32 &- bits))).littleEndian
     }
 
     /// XORs `bytes` in place with `key`; see the raw-buffer overload for `phase`.

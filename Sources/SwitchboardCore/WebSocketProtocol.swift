@@ -176,8 +176,12 @@ public struct WebSocketProtocol: Sendable {
             // Room for the whole frame up front (no doubling copies while it arrives), but
             // at most `reservationCap` on the strength of a header alone: a peer announcing
             // a huge frame must send the bytes before we spend memory on them.
+            // Growth stays geometric, so a message of many small fragments is not reallocated
+            // at every fragment.
             let wanted = messageBuffer.count + min(length, Self.reservationCap)
-            if messageBuffer.capacity < wanted { messageBuffer.reserveCapacity(wanted) }
+            if messageBuffer.capacity < wanted {
+                messageBuffer.reserveCapacity(max(wanted, 2 * messageBuffer.capacity))
+            }
         } else {
             controlBuffer.removeAll(keepingCapacity: true)
         }

@@ -236,8 +236,6 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         return nil
     }
 
-    /// Empties a fully written queue, keeping small storage for reuse and releasing large
-    /// storage (so an idle connection holds no big buffer).
     /// Empties a fully written queue and gives its storage back: an idle connection then holds
     /// no send buffer at all (memory per idle connection is what a connection keeps between
     /// writes), for the price of one small allocation per flush on a busy one.

@@ -396,10 +396,7 @@ public actor WebSocketConnection {
     /// Sends a message.
     public func send(_ message: WebSocketMessage) async throws(SwitchboardError) {
         try await waitUntilWritable()
-        switch message {
-        case .text(let b): try enqueue(.text, b)
-        case .binary(let b): try enqueue(.binary, b)
-        }
+        try sendNow(message)
     }
 
     private func waitUntilWritable() async throws(SwitchboardError) {

@@ -142,7 +142,6 @@ public final class EventLoop: @unchecked Sendable {
             return (Self.claimWakeup(&s), false)
         }
         if stopped {
-            nonisolated(unsafe) let job = job
             runOnFallback { [self] in run(job) }
         }
         if wake { signalWakeup() }
@@ -275,7 +274,6 @@ public final class EventLoop: @unchecked Sendable {
         localJobs = []
         for c in closures { runOnFallback(c) }
         for j in leftover {
-            nonisolated(unsafe) let j = j
             runOnFallback { [self] in run(j) }
         }
         close(wakeFD)

@@ -138,16 +138,15 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
     /// The request as the connection keeps it: without the fields only the handshake needed
     /// (their values are in the request's own properties), in storage of exactly its size.
     static func retained(_ request: WebSocketUpgradeRequest) -> WebSocketUpgradeRequest {
+        var headers = request.head.headers
+        for name in handshakeOnlyFields { headers.remove(name: name) }
         var kept = request
-        let fields = request.head.headers.filter { field in
-            !handshakeOnlyFields.contains(field.name.lowercased())
-        }
-        kept.head.headers = HTTPHeaders(fields.map { ($0.name, $0.value) })
+        kept.head.headers = HTTPHeaders(headers.map { ($0.name, $0.value) })  // exact-size storage
         return kept
     }
 
-    private static let handshakeOnlyFields: Set<String> = ["upgrade", "connection", "sec-websocket-key",
-                                                           "sec-websocket-version", "sec-websocket-extensions"]
+    private static let handshakeOnlyFields = ["Upgrade", "Connection", "Sec-WebSocket-Key", "Sec-WebSocket-Version",
+                                              "Sec-WebSocket-Extensions"]
 
     private func reject(_ response: HTTPResponse) {
         guard !done else { return }
