@@ -54,7 +54,7 @@ struct EchoServer: AsyncParsableCommand {
             }
         case .callbacks:
             server.route("*", callbacks: WebSocketCallbacks(onMessage: { connection, message in
-                try? connection.sendNow(message)
+                _ = try? connection.sendNow(message)
             }))
         }
         let bound = try await server.start()

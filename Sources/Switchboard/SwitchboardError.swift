@@ -22,6 +22,8 @@ public struct SwitchboardError: Error, Sendable, Equatable, CustomStringConverti
         public static let limitExceeded = Kind(name: "limitExceeded")
         public static let io = Kind(name: "io")
         public static let cancelled = Kind(name: "cancelled")
+        /// A second task called `receive()` on a connection while another was waiting there.
+        public static let concurrentReceive = Kind(name: "concurrentReceive")
         public var description: String { name }
     }
 
@@ -73,6 +75,8 @@ public struct SwitchboardError: Error, Sendable, Equatable, CustomStringConverti
     }
     static func io(_ e: SocketError) -> Self { Self(kind: .io, message: e.description, errno: e.errno) }
     static let cancelled = Self(kind: .cancelled, message: "cancelled")
+    static let concurrentReceive = Self(kind: .concurrentReceive,
+                                        message: "another task is already waiting for this connection's next message; receive from one task at a time")
 
     public var description: String {
         var s = "SwitchboardError.\(kind): \(message)"

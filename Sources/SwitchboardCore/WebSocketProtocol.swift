@@ -6,21 +6,29 @@
 /// returns `nil`, handling each action in order. Frame payload is unmasked and appended to the
 /// message in progress as it arrives, so a frame may arrive in any number of reads (down to one
 /// byte at a time) and nothing but a partial header (at most 14 bytes) and the message in
-/// progress is kept between calls.
+/// progress is kept between calls. A ping is answered by a `.sendPong` action (§5.5.2).
 ///
-/// The peer is checked against §5 (see ``WebSocketProtocolError``); on any violation the
-/// machine emits `.write(close frame with the error's code)` (unless it already sent a close)
-/// followed by `.closeTransport` with ``WebSocketCloseStatus/error`` set.
-///
-/// ## Closing (§7)
-/// - open, peer's close arrives: `.write(reply echoing the peer's code, or an empty close if it
-///   sent none)`, `.peerClosed(status)`, `.closeTransport(status)`.
-/// - open, we call ``writeClose(code:reason:into:using:)``: state `.closing`; when the peer's
-///   close arrives: `.peerClosed(status)`, `.closeTransport(status)`.
-/// - While `.closing`, data frames are still parsed and their messages still delivered (§7.1.4
-///   lets them be discarded, but delivering loses no data the peer sent before seeing our
-///   close); pings are reported but not answered, since nothing may follow our close frame.
-/// - After `.closeTransport` every later call returns `nil` and consumes all input.
+/// ## Closing (§7): the machine decides, the caller writes
+/// The machine never writes a close frame by itself: it tells the caller what happened and the
+/// caller writes the close frame with ``writeClose(code:reason:into:using:)`` when it is ready.
+/// That lets an application answer messages it already received before the connection closes.
+/// - **open, the peer's close arrives**: `.peerClosed(status)`; state ``WebSocketProtocolState/closeReceived``.
+///   Data may still be sent (the peer's close only ends its direction, §7.1.3). The next
+///   ``writeClose(code:reason:into:using:)`` writes the reply, which echoes the peer's code
+///   (§5.5.1), and returns ``WebSocketCloseProgress/complete(_:)``: close the transport.
+/// - **open, the peer violates the protocol** (§7.1.7, "fail the connection"): `.failed(status)`
+///   with ``WebSocketCloseStatus/error`` set; state `.closeReceived` too — failing is also a
+///   close. Later input is discarded; data the application already owes may still be sent (an
+///   echo of an earlier message goes out before our close); the next `writeClose` writes the
+///   close frame carrying the error's code (1002, 1007, 1009…) and completes.
+/// - **open, we close first**: `writeClose` writes our close frame and returns
+///   ``WebSocketCloseProgress/waitingForPeer``; state `.closing`. Data frames the peer sent
+///   before seeing our close are still parsed and delivered (§7.1.4 lets them be discarded; the
+///   caller may do so); pings are not answered, since nothing may follow our close frame. When
+///   the peer's close arrives: `.peerClosed(status)` then `.closeTransport(status)`; a protocol
+///   error instead gives `.closeTransport(status)` with the error.
+/// - After `.closeTransport`, or in `.closeReceived`, every call consumes all input and
+///   returns `nil`.
 ///
 /// ## Sending
 /// `write…` methods append whole frames to the caller's buffer, masked with a fresh key from
@@ -63,8 +71,17 @@ public struct WebSocketProtocol: Sendable {
 
     /// Actions produced together and returned one per call, in order.
     private var pending: [WebSocketProtocolAction] = []
-    /// Set once `.closeTransport` has been queued: every later call returns nil.
+    /// Set once `.closeTransport` has been queued (or the transport ended): every later call
+    /// returns nil.
     private var finalStatus: WebSocketCloseStatus?
+    /// In `.closeReceived`: the status to report once closed and the payload of the close frame
+    /// ``writeClose(code:reason:into:using:)`` will write (the peer's code echoed, or our error).
+    private var closeReply: (status: WebSocketCloseStatus, payload: [UInt8])?
+
+    /// Why the connection closed (or is closing, in `.closeReceived`): the peer's code and
+    /// reason, the error we failed it with, or 1006 when the transport ended first. nil while
+    /// open or `.closing`.
+    public var closeStatus: WebSocketCloseStatus? { finalStatus ?? closeReply?.status }
 
     private var maxFrameSize: UInt64 { UInt64(max(0, limits.maxFrameSize)) }
     private var maxMessageSize: Int { max(0, limits.maxMessageSize) }
@@ -88,7 +105,7 @@ public struct WebSocketProtocol: Sendable {
     public mutating func nextAction<G: RandomNumberGenerator>(in input: UnsafeRawBufferPointer, offset: inout Int, using rng: inout G) -> WebSocketProtocolAction? {
         offset = min(max(offset, 0), input.count)
         if !pending.isEmpty { return pending.removeFirst() }
-        guard finalStatus == nil && state != .closed else {
+        guard state == .open || state == .closing else {
             offset = input.count
             return nil
         }
@@ -99,10 +116,10 @@ public struct WebSocketProtocol: Sendable {
                 do {
                     parsed = try readHeader(in: input, offset: &offset)
                 } catch {
-                    return fail(error, using: &rng)
+                    return fail(error)
                 }
                 guard let header = parsed else { return nil }
-                if let error = startFrame(header) { return fail(error, using: &rng) }
+                if let error = startFrame(header) { return fail(error) }
                 if frameRemaining == 0, let action = finishFrame(using: &rng) { return action }
             case .payload:
                 let available = input.count - offset
@@ -110,7 +127,7 @@ public struct WebSocketProtocol: Sendable {
                 let count = min(available, frameRemaining)
                 let chunk = UnsafeRawBufferPointer(rebasing: input[offset..<(offset + count)])
                 offset += count
-                if let error = consumePayload(chunk) { return fail(error, using: &rng) }
+                if let error = consumePayload(chunk) { return fail(error) }
                 frameRemaining -= count
                 framePhase = (framePhase + count) & 3
                 if frameRemaining == 0, let action = finishFrame(using: &rng) { return action }
@@ -220,16 +237,16 @@ public struct WebSocketProtocol: Sendable {
         switch frameOpcode {
         case .ping:
             let payload = takeControlPayload()
-            guard state == .open else { return .ping(payload) }
-            pending.append(.ping(payload))
-            return .write(frame(.pong, payload: payload, using: &rng))
+            // §5.5.1: nothing follows our close frame, so pings after it go unanswered.
+            guard state == .open else { return nil }
+            return .sendPong(frame(.pong, payload: payload, using: &rng))
         case .pong:
             return .pong(takeControlPayload())
         case .close:
-            return peerClose(using: &rng)
+            return peerClose()
         default:
             guard frameFin, let opcode = messageOpcode else { return nil }
-            if opcode == .text && !utf8.isComplete { return fail(.invalidUTF8, using: &rng) }
+            if opcode == .text && !utf8.isComplete { return fail(.invalidUTF8) }
             let payload = messageBuffer
             messageBuffer = []
             messageOpcode = nil
@@ -244,52 +261,64 @@ public struct WebSocketProtocol: Sendable {
     }
 
     /// Handles the peer's close frame (§5.5.1, §7.1.5).
-    private mutating func peerClose<G: RandomNumberGenerator>(using rng: inout G) -> WebSocketProtocolAction {
+    private mutating func peerClose() -> WebSocketProtocolAction {
         let payload = takeControlPayload()
         let status: WebSocketCloseStatus
         switch payload.count {
         case 0:
             status = WebSocketCloseStatus(code: .noStatusReceived)
         case 1:
-            return fail(.invalidClosePayload, using: &rng)
+            return fail(.invalidClosePayload)
         default:
             let raw = UInt16(payload[0]) << 8 | UInt16(payload[1])
             guard let code = WebSocketCloseCode(validatingWireCode: raw) else {
-                return fail(.invalidCloseCode(raw), using: &rng)
+                return fail(.invalidCloseCode(raw))
             }
             let reasonBytes = payload[2...]
-            guard UTF8Validator.isValid(reasonBytes) else { return fail(.invalidCloseReasonUTF8, using: &rng) }
+            guard UTF8Validator.isValid(reasonBytes) else { return fail(.invalidCloseReasonUTF8) }
             status = WebSocketCloseStatus(code: code, reason: String(decoding: reasonBytes, as: UTF8.self))
         }
-        let wasOpen = state == .open
-        terminate(status)
-        if wasOpen {
-            let replyCode: WebSocketCloseCode? = status.code == .noStatusReceived ? nil : status.code
-            let reply = frame(.close, payload: WebSocketFrameSerializer.closePayload(code: replyCode, reason: ""), using: &rng)
-            pending.append(.peerClosed(status))
+        guard state == .open else {
+            // We sent our close first: the handshake is complete.
+            terminate(status)
             pending.append(.closeTransport(status))
-            return .write(reply)
+            return .peerClosed(status)
         }
-        pending.append(.closeTransport(status))
+        // §5.5.1: the reply echoes the peer's status code (none if it sent none).
+        let replyCode: WebSocketCloseCode? = status.code == .noStatusReceived ? nil : status.code
+        enterCloseReceived(status, payload: WebSocketFrameSerializer.closePayload(code: replyCode, reason: ""))
         return .peerClosed(status)
     }
 
-    /// Fails the connection (§7.1.7): close frame with the error's code unless we already sent
-    /// one, then `.closeTransport`.
-    private mutating func fail<G: RandomNumberGenerator>(_ error: WebSocketProtocolError, using rng: inout G) -> WebSocketProtocolAction {
+    /// Fails the connection (§7.1.7). Open: `.failed`, state `.closeReceived`, the close frame
+    /// with the error's code written by the next `writeClose`. Closing (our close already
+    /// sent): `.closeTransport` at once.
+    private mutating func fail(_ error: WebSocketProtocolError) -> WebSocketProtocolAction {
         let status = WebSocketCloseStatus(code: error.closeCode, reason: error.description, error: error)
-        let wasOpen = state == .open
-        terminate(status)
-        guard wasOpen else { return .closeTransport(status) }
-        let payload = WebSocketFrameSerializer.closePayload(code: error.closeCode, reason: error.description)
-        pending.append(.closeTransport(status))
-        return .write(frame(.close, payload: payload, using: &rng))
+        guard state == .open else {
+            terminate(status)
+            return .closeTransport(status)
+        }
+        enterCloseReceived(status, payload: WebSocketFrameSerializer.closePayload(code: error.closeCode, reason: error.description))
+        return .failed(status)
+    }
+
+    /// Stops parsing, releases the receive buffers, and keeps the close reply for `writeClose`.
+    private mutating func enterCloseReceived(_ status: WebSocketCloseStatus, payload: [UInt8]) {
+        releaseReceiveBuffers()
+        state = .closeReceived
+        closeReply = (status, payload)
     }
 
     /// Enters the terminal state and releases buffers.
     private mutating func terminate(_ status: WebSocketCloseStatus) {
         state = .closed
         finalStatus = status
+        closeReply = nil
+        releaseReceiveBuffers()
+    }
+
+    private mutating func releaseReceiveBuffers() {
         headerBuffer = []
         messageBuffer = []
         controlBuffer = []
@@ -319,17 +348,21 @@ public struct WebSocketProtocol: Sendable {
     /// Appends a data message as one frame to `buffer` (§5.6), masked when we are a client.
     ///
     /// - Throws: `.invalidArgument` if `opcode` is not `.text` or `.binary`, or a text payload
-    ///   is not valid UTF-8 (the peer would fail the connection, §8.1); `.notOpen` unless
-    ///   `state == .open` (§5.5.1: no data after our close frame).
+    ///   is not valid UTF-8 (the peer would fail the connection, §8.1); `.notOpen` once our
+    ///   close frame is sent or the connection is closed (§5.5.1: no data after our close
+    ///   frame). In `.closeReceived` sending is still allowed.
     public mutating func writeMessage<G: RandomNumberGenerator>(_ opcode: WebSocketOpcode, payload: UnsafeRawBufferPointer, into buffer: inout [UInt8], using rng: inout G) throws(WebSocketStateError) {
         guard opcode == .text || opcode == .binary else { throw .invalidArgument }
         if opcode == .text {
             var validator = UTF8Validator()
             guard validator.validate(payload) && validator.isComplete else { throw .invalidArgument }
         }
-        guard state == .open else { throw .notOpen }
+        guard canSend else { throw .notOpen }
         writeFrame(opcode, payload: payload, into: &buffer, using: &rng)
     }
+
+    /// True while frames other than our close may still be written: `.open` and `.closeReceived`.
+    public var canSend: Bool { state == .open || state == .closeReceived }
 
     /// Appends a data message as one frame; see the raw-buffer overload.
     public mutating func writeMessage<G: RandomNumberGenerator>(_ opcode: WebSocketOpcode, payload: [UInt8], into buffer: inout [UInt8], using rng: inout G) throws(WebSocketStateError) {
@@ -342,50 +375,71 @@ public struct WebSocketProtocol: Sendable {
     /// Appends a ping (§5.5.2).
     ///
     /// - Throws: `.invalidArgument` if `payload` exceeds 125 bytes (§5.5); `.notOpen` unless
-    ///   `state == .open`.
+    ///   ``canSend``.
     public mutating func writePing<G: RandomNumberGenerator>(payload: [UInt8], into buffer: inout [UInt8], using rng: inout G) throws(WebSocketStateError) {
         try writeControl(.ping, payload: payload, into: &buffer, using: &rng)
     }
 
     /// Appends an unsolicited pong (§5.5.3), e.g. a unidirectional heartbeat. Pongs answering
-    /// pings are emitted by ``nextAction(in:offset:using:)`` automatically.
+    /// pings come from ``nextAction(in:offset:using:)`` as `.sendPong`.
     ///
     /// - Throws: `.invalidArgument` if `payload` exceeds 125 bytes (§5.5); `.notOpen` unless
-    ///   `state == .open`.
+    ///   ``canSend``.
     public mutating func writePong<G: RandomNumberGenerator>(payload: [UInt8], into buffer: inout [UInt8], using rng: inout G) throws(WebSocketStateError) {
         try writeControl(.pong, payload: payload, into: &buffer, using: &rng)
     }
 
     private mutating func writeControl<G: RandomNumberGenerator>(_ opcode: WebSocketOpcode, payload: [UInt8], into buffer: inout [UInt8], using rng: inout G) throws(WebSocketStateError) {
         guard payload.count <= 125 else { throw .invalidArgument }
-        guard state == .open else { throw .notOpen }
+        guard canSend else { throw .notOpen }
         writeFrame(opcode, payload: payload, into: &buffer, using: &rng)
     }
 
-    /// Starts the closing handshake (§7.1.2): appends a close frame and moves to `.closing`.
+    /// Writes our close frame (§7.1.2): starts the closing handshake, or completes it.
+    ///
+    /// - `.open`: appends a close frame with `code` and `reason` and returns
+    ///   ``WebSocketCloseProgress/waitingForPeer`` (state `.closing`).
+    /// - `.closeReceived`: appends the reply the machine decided when the peer's close (or its
+    ///   protocol error) arrived — the peer's code echoed, or the error's code; `code` and
+    ///   `reason` are not used — and returns ``WebSocketCloseProgress/complete(_:)`` with the
+    ///   final status (state `.closed`): close the transport.
+    /// - `.closing` or `.closed`: writes nothing, returns ``WebSocketCloseProgress/alreadySent``
+    ///   (so calling it twice is harmless).
     ///
     /// `reason` is truncated on a Unicode scalar boundary to 123 bytes (§5.5: control payloads
     /// are at most 125 bytes, 2 of them the code).
     ///
-    /// - Returns: `false`, writing nothing, when a close was already sent or the connection is
-    ///   closed (so calling it twice is harmless).
     /// - Throws: `.invalidArgument` if `code` must not be sent (1005, 1006, 1015, unassigned;
     ///   §7.4.1), checked before the state.
     @discardableResult
-    public mutating func writeClose<G: RandomNumberGenerator>(code: WebSocketCloseCode, reason: String, into buffer: inout [UInt8], using rng: inout G) throws(WebSocketStateError) -> Bool {
+    public mutating func writeClose<G: RandomNumberGenerator>(code: WebSocketCloseCode, reason: String, into buffer: inout [UInt8], using rng: inout G) throws(WebSocketStateError) -> WebSocketCloseProgress {
         guard code.isSendable else { throw .invalidArgument }
-        guard state == .open else { return false }
-        writeFrame(.close, payload: WebSocketFrameSerializer.closePayload(code: code, reason: reason), into: &buffer, using: &rng)
-        state = .closing
-        return true
+        switch state {
+        case .open:
+            writeFrame(.close, payload: WebSocketFrameSerializer.closePayload(code: code, reason: reason), into: &buffer, using: &rng)
+            state = .closing
+            return .waitingForPeer
+        case .closeReceived:
+            guard let reply = closeReply else { return .alreadySent }
+            writeFrame(.close, payload: reply.payload, into: &buffer, using: &rng)
+            terminate(reply.status)
+            return .complete(reply.status)
+        case .closing, .closed:
+            return .alreadySent
+        }
     }
 
     /// Records that the transport ended. Returns the final status: the one already reported by
-    /// `.closeTransport` if the machine got that far, otherwise 1006 (§7.1.5: closed without a
-    /// close handshake). State becomes `.closed`; later `nextAction` calls return `nil`.
+    /// `.closeTransport` if the machine got that far, the peer's close (or our error) if it
+    /// arrived but our reply was never written, otherwise 1006 (§7.1.5: closed without a close
+    /// handshake). State becomes `.closed`; later `nextAction` calls return `nil`.
     public mutating func transportClosed() -> WebSocketCloseStatus {
         pending = []
         if let finalStatus { return finalStatus }
+        if let reply = closeReply {
+            terminate(reply.status)
+            return reply.status
+        }
         let status = WebSocketCloseStatus(code: .abnormalClosure)
         terminate(status)
         return status

@@ -2,20 +2,27 @@
 public enum WebSocketProtocolAction: Equatable, Sendable {
     /// A complete data message arrived.
     case message(WebSocketMessage)
-    /// Bytes to write to the transport, in order with every other `.write`: an automatic pong,
-    /// a close reply, or the close frame sent when the connection fails.
-    case write([UInt8])
-    /// A ping arrived (informational). The pong, when one is due, was already returned as a
-    /// `.write` just before.
-    case ping([UInt8])
+    /// A ping arrived: write this pong frame (already serialized, masked for a client). §5.5.3
+    /// lets an endpoint answer only the most recent ping, so an outbound queue may replace a
+    /// pong it has not written yet with this one.
+    case sendPong([UInt8])
     /// A pong arrived. Unsolicited pongs are allowed (§5.5.3); the I/O layer matches pongs to
     /// its keepalive pings.
     case pong([UInt8])
-    /// The peer's close frame arrived (informational). Our reply, if any, was already returned
-    /// as a `.write`.
+    /// The peer's close frame arrived. If we had not sent ours, the state is now
+    /// ``WebSocketProtocolState/closeReceived``: send what is still owed, then write the reply
+    /// with ``WebSocketProtocol/writeClose(code:reason:into:using:)``. If we had, the handshake
+    /// is complete and `.closeTransport` follows.
     case peerClosed(WebSocketCloseStatus)
-    /// Terminal: the close handshake is complete or the connection failed. Flush pending writes,
-    /// then close the TCP connection (a server at once; a client after briefly waiting for the
-    /// server to close first, §7.1.1). Nothing follows this action.
+    /// The peer violated the protocol (``WebSocketCloseStatus/error`` says how) while the
+    /// connection was open; the state is now ``WebSocketProtocolState/closeReceived`` and later
+    /// input is discarded. Failing is also a close: send what is still owed, then write the
+    /// close frame (carrying the error's code) with
+    /// ``WebSocketProtocol/writeClose(code:reason:into:using:)``.
+    case failed(WebSocketCloseStatus)
+    /// Terminal: the close handshake completed after we closed first, or the peer violated the
+    /// protocol after we sent our close. Flush pending writes, then close the TCP connection (a
+    /// server at once; a client after briefly waiting for the server to close first, §7.1.1).
+    /// Nothing follows this action.
     case closeTransport(WebSocketCloseStatus)
 }

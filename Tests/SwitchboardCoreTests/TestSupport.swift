@@ -114,14 +114,37 @@ func ownFrame(_ role: WebSocketRole, _ opcode: WebSocketOpcode, _ payload: [UInt
 
 /// What a machine in `role` emits when failing the connection while open with `error`.
 func failure(_ role: WebSocketRole, _ error: WebSocketProtocolError) -> [WebSocketProtocolAction] {
-    let close = ownFrame(role, .close, WebSocketFrameSerializer.closePayload(code: error.closeCode, reason: error.description))
-    return [.write(close), .closeTransport(WebSocketCloseStatus(code: error.closeCode, reason: error.description, error: error))]
+    [.failed(WebSocketCloseStatus(code: error.closeCode, reason: error.description, error: error))]
+}
+
+/// The close frame a machine in `role` writes after failing with `error`.
+func failureCloseFrame(_ role: WebSocketRole, _ error: WebSocketProtocolError) -> [UInt8] {
+    ownFrame(role, .close, WebSocketFrameSerializer.closePayload(code: error.closeCode, reason: error.description))
+}
+
+/// Feeds `bytes` to a fresh machine, then writes the close: the bytes of the reply (expects the
+/// machine to be in `.closeReceived` and the handshake to complete).
+func closeReply(_ role: WebSocketRole, after bytes: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) throws -> [UInt8] {
+    var machine = WebSocketProtocol(role: role)
+    var rng = TestRNG()
+    _ = collectActions(&machine, chunks: [bytes], rng: &rng, sourceLocation: sourceLocation)
+    #expect(machine.state == .closeReceived, sourceLocation: sourceLocation)
+    var out: [UInt8] = []
+    let progress = try machine.writeClose(code: .normalClosure, reason: "", into: &out, using: &rng)
+    guard case .complete = progress else {
+        Issue.record("expected the handshake to complete, got \(progress)", sourceLocation: sourceLocation)
+        return out
+    }
+    #expect(machine.state == .closed, sourceLocation: sourceLocation)
+    return out
 }
 
 extension WebSocketProtocolAction {
-    /// The error of a `.closeTransport`, if any.
+    /// The error of a `.failed` or `.closeTransport`, if any.
     var failureError: WebSocketProtocolError? {
-        if case .closeTransport(let status) = self { return status.error }
-        return nil
+        switch self {
+        case .failed(let status), .closeTransport(let status): return status.error
+        default: return nil
+        }
     }
 }

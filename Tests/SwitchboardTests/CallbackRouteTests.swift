@@ -19,7 +19,7 @@ extension ServerInterop {
             onOpen: { _ in calls.opened.add(1, ordering: .relaxed) },
             onMessage: { connection, message in
                 calls.messages.add(1, ordering: .relaxed)
-                try? connection.sendNow(message)
+                _ = try? connection.sendNow(message)
             },
             onClose: { connection in
                 calls.closeCode.store(Int(connection.closeStatus?.code.rawValue ?? 0), ordering: .relaxed)

@@ -28,7 +28,7 @@ struct ClientInteropTests {
             Issue.record("no current connection")
             return nil
         }
-        return try await withInteropTimeout(timeout, "receive") { await connection.receive() }
+        return try await withInteropTimeout(timeout, "receive") { try await connection.receive() }
     }
 
     /// Connects expecting failure; returns the error (records an issue on success).

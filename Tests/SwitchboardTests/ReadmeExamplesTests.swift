@@ -44,7 +44,7 @@ func serve() async throws {
 
 func addCallbackRoute(to server: WebSocketServer) {
     server.route("/echo", callbacks: WebSocketCallbacks(onMessage: { connection, message in
-        try? connection.sendNow(message)   // queued at once; the connection stops reading while
+        _ = try? connection.sendNow(message)   // queued at once; the connection stops reading while
     }))                                    // its outbound queue is above the high-water mark
 }
 

@@ -14,15 +14,36 @@ protocol SocketChannelDelegate: AnyObject {
     func channelEOF()
     /// A read or write failed; the channel is already closed.
     func channelFailed(_ error: SwitchboardError)
-    /// The send queue drained below its low-water mark after having been above the high one.
+    /// The send queue drained below its low-water mark after a writer asked to hear of it
+    /// (``SocketChannel/requestWritableSignal()``) or after it had been above the high one.
     func channelWritable()
+}
+
+/// What happened to bytes handed to ``SocketChannel/append(exempt:_:)``.
+enum OutboundStatus: Equatable {
+    /// Queued; the queue is at or below its high-water mark.
+    case queued
+    /// Queued; the queue is now above its high-water mark, so the channel has stopped reading
+    /// (the peer's TCP window fills instead of our memory) until it drains below the low one.
+    case backpressure
+    /// Not queued: the queue already holds more than ``SocketChannel/limit`` bytes.
+    case overLimit
 }
 
 /// A non-blocking TCP socket (optionally TLS) registered on one ``EventLoop``.
 ///
-/// Queues outgoing bytes and writes them once per loop iteration (so every frame produced while
-/// handling one read goes out in one system call), handles partial writes with `EPOLLOUT`, and
-/// can stop reading (backpressure: the peer's TCP window then fills).
+/// The one outbound path: every byte for the socket — frames, pongs, close frames, HTTP
+/// responses — goes through its ``OutboundQueue`` via ``append(exempt:_:)``, ``write(_:)`` or
+/// ``queuePong(_:)``, and is written once per loop iteration (every frame produced while
+/// handling one read goes out together), with `EPOLLOUT` for the rest.
+///
+/// Backpressure, in both directions:
+/// - reading stops while the queue is above ``highWaterMark``, or while a pong waits behind a
+///   socket that accepts nothing (the peer sends pings but does not read the answers), and
+///   resumes once the queue is at or below ``lowWaterMark`` with no pong waiting: a peer that
+///   floods and never reads is held back by its own TCP window;
+/// - the owner can also stop reading (``setReading(_:)``, its inbound queue is full);
+/// - appends that may be refused get ``OutboundStatus/overLimit`` above ``limit``.
 final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Sendable {
     // Safety: every member is touched only on `loop`'s thread (asserted in debug builds).
 
@@ -33,24 +54,35 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
     /// Strong on purpose: an open connection lives as long as its socket; ``close()`` breaks the cycle.
     var delegate: SocketChannelDelegate?
 
-    /// Outgoing plaintext; writers append frames here, then call ``flushSoon()``.
-    var sendBuffer: [UInt8] = []
-    private var sendOffset = 0
-    /// TLS only: ciphertext waiting for the socket.
+    /// Outgoing plaintext, private: writers go through ``append(exempt:_:)``, ``write(_:)`` and
+    /// ``queuePong(_:)``.
+    private var queue = OutboundQueue()
+    /// TLS only: ciphertext waiting for the socket (at most one batch: plaintext is encrypted
+    /// only once the previous batch is written).
     private var cipherOut: [UInt8] = []
     private var cipherOffset = 0
+    /// Plaintext handed to TLS at a time.
+    private static let tlsBatch = 64 << 10
 
-    private var reading = true
+    /// Reading stopped by the owner (its inbound queue is full).
+    private var inboundPaused = false
+    /// Reading stopped by the outbound side (queue above the high-water mark, or a pong stuck).
+    private var outboundPaused = false
+    private var reading: Bool { !inboundPaused && !outboundPaused }
     private var waitingForWritable = false
     private var flushScheduled = false
     private var closeWhenFlushed = false
+    private var lingerTimer: EventLoopTimer?
     private(set) var isClosed = false
     private var peerClosedRead = false
 
-    /// Above this many queued bytes ``isWritable`` turns false; ``SocketChannelDelegate/channelWritable()``
-    /// is called once the queue is back under ``lowWaterMark``.
+    /// Above this many queued bytes ``isWritable`` turns false and reading stops;
+    /// ``SocketChannelDelegate/channelWritable()`` is called, and reading resumes, once the
+    /// queue is back at or under ``lowWaterMark``.
     var highWaterMark = 1 << 20
     var lowWaterMark = 256 << 10
+    /// Appends that may be refused are refused once this many bytes are queued.
+    var limit = 16 << 20
     private var signalWritable = false
 
     init(loop: EventLoop, fd: Int32, tls: TLSSession?) {
@@ -85,10 +117,15 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
             let state = try tls.handshake()
             if tls.hasPendingCiphertext {
                 tls.drainCiphertext(into: &cipherOut)
-                guard writeOut(.cipher) else { return }
+                guard let blocked = writeCipher() else { return }
+                if blocked && !waitingForWritable {
+                    waitingForWritable = true
+                    updateInterest()
+                }
             }
             if state == .complete {
                 tlsHandshakeDone = true
+                if !queue.isEmpty { flushSoon() }
                 let c = tlsHandshakeCompletion
                 tlsHandshakeCompletion = nil
                 c?(nil)
@@ -117,30 +154,65 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
 
     /// Bytes queued but not yet accepted by the kernel.
     var pendingByteCount: Int {
-        (sendBuffer.count - sendOffset) + (cipherOut.count - cipherOffset)
+        queue.count + (cipherOut.count - cipherOffset)
     }
 
     /// False while more than ``highWaterMark`` bytes are queued.
     var isWritable: Bool { pendingByteCount <= highWaterMark }
 
-    /// Starts or stops reading the socket (backpressure).
+    /// Starts or stops reading the socket for the owner (its inbound backpressure). Reading
+    /// happens only while neither the owner nor the outbound side has stopped it.
     func setReading(_ on: Bool) {
-        guard on != reading else { return }
-        reading = on
+        guard on == inboundPaused else { return }
+        inboundPaused = !on
         updateInterest()
     }
 
+    /// Whether the owner currently lets the channel read.
+    var ownerAllowsReading: Bool { !inboundPaused }
+
     // MARK: Writing
 
-    /// Appends bytes to the send queue and schedules a flush.
-    func write(_ bytes: UnsafeRawBufferPointer) {
+    /// Appends whole frames written by `body` straight into the queue and schedules a flush.
+    /// Unless `exempt`, nothing is written (and `body` is not called) once more than ``limit``
+    /// bytes are queued. Exempt writes are the ones bounded by construction: one close frame,
+    /// one keepalive ping, one HTTP response, a send that waited for room.
+    @discardableResult
+    func append<E: Error>(exempt: Bool = false, _ body: (inout [UInt8]) throws(E) -> Void) throws(E) -> OutboundStatus {
+        if !exempt && pendingByteCount > limit { return .overLimit }
+        guard !isClosed else { return .queued }
+        try queue.append(body)
+        flushSoon()
+        return outboundStatusAfterAppend()
+    }
+
+    /// Appends bytes (an HTTP response, a handshake request): exempt from ``limit``.
+    @discardableResult
+    func write(_ bytes: [UInt8]) -> OutboundStatus {
+        guard !isClosed else { return .queued }
+        bytes.withUnsafeBytes { queue.append($0) }
+        flushSoon()
+        return outboundStatusAfterAppend()
+    }
+
+    /// Queues a pong answering a ping, replacing a pong not yet started (§5.5.3).
+    func queuePong(_ frame: [UInt8]) {
         guard !isClosed else { return }
-        sendBuffer.append(contentsOf: bytes)
+        queue.setPong(frame)
         flushSoon()
     }
 
-    func write(_ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { write($0) }
+    private func outboundStatusAfterAppend() -> OutboundStatus {
+        guard pendingByteCount > highWaterMark else { return .queued }
+        pauseForOutbound()
+        return .backpressure
+    }
+
+    private func pauseForOutbound() {
+        signalWritable = true
+        guard !outboundPaused else { return }
+        outboundPaused = true
+        updateInterest()
     }
 
     /// Schedules one flush at the end of the current loop iteration.
@@ -158,106 +230,113 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
     /// Writes as much as the kernel takes now; arms `EPOLLOUT` for the rest.
     func flushNow() {
         guard !isClosed else { return }
+        let blocked: Bool
         if let tls {
-            if sendOffset < sendBuffer.count {
-                let start = sendOffset
-                let result = sendBuffer.withUnsafeBytes { raw in
-                    Result { () throws(TLSError) -> Int in
-                        var off = start
-                        while off < raw.count {
-                            let n = try tls.writePlaintext(UnsafeRawBufferPointer(rebasing: raw[off...]))
-                            if n <= 0 { break }
-                            off += n
-                        }
-                        return off
-                    }
-                }
-                switch result {
-                case .success(let off): sendOffset = off
-                case .failure(let error):
-                    fail(.tls(error.description))
-                    return
-                }
-                compactSendBuffer()
-            }
-            if tls.hasPendingCiphertext { tls.drainCiphertext(into: &cipherOut) }
-            guard writeOut(.cipher) else { return }
+            guard let b = flushTLS(tls) else { return }
+            blocked = b
         } else {
-            guard writeOut(.plain) else { return }
-        }
-        afterWrite()
-    }
-
-    /// Writes `buffer[offset...]`; returns false if the channel failed (then already closed).
-    /// The buffer is passed `inout`, so failing (which clears the buffers) happens only after
-    /// the access ends.
-    private func writeOut(_ which: WriteQueue) -> Bool {
-        var failure: Int32?
-        switch which {
-        case .plain: failure = Self.write(fd, &sendBuffer, &sendOffset)
-        case .cipher: failure = Self.write(fd, &cipherOut, &cipherOffset)
-        }
-        if let e = failure {
-            if e == EAGAIN {
-                if !waitingForWritable {
-                    waitingForWritable = true
-                    updateInterest()
+            let fd = self.fd
+            var failure: Int32 = 0
+            let result = queue.drain { piece in
+                switch Socket.write(fd, piece) {
+                case .bytes(let n): return .written(n)
+                case .wouldBlock, .eof: return .written(0)
+                case .failed(let e):
+                    failure = e
+                    return .failed
                 }
-                return true
             }
-            fail(.io(SocketError(errno: e, operation: "write")))
-            return false
+            if result == .failed {
+                fail(.io(SocketError(errno: failure, operation: "write")))
+                return
+            }
+            blocked = result == .blocked
         }
-        if waitingForWritable && pendingByteCount == 0 {
-            waitingForWritable = false
+        if blocked != waitingForWritable {
+            waitingForWritable = blocked
             updateInterest()
         }
-        return true
+        afterWrite(blocked: blocked)
     }
 
-    private enum WriteQueue { case plain, cipher }
-
-    /// Writes as much of `buffer[offset...]` as the kernel takes. Returns nil when all was
-    /// written (the buffer is then emptied), EAGAIN when the rest must wait, or the errno.
-    private static func write(_ fd: Int32, _ buffer: inout [UInt8], _ offset: inout Int) -> Int32? {
-        while offset < buffer.count {
-            let start = offset
-            let result = buffer.withUnsafeBytes { raw in
-                Socket.write(fd, UnsafeRawBufferPointer(rebasing: raw[start...]))
+    /// TLS: writes pending ciphertext, then encrypts and writes the next batch of plaintext,
+    /// until the socket blocks or the queue is empty. Returns whether the socket blocked, or
+    /// nil if the channel failed (then closed).
+    private func flushTLS(_ tls: TLSSession) -> Bool? {
+        while true {
+            if tls.hasPendingCiphertext { tls.drainCiphertext(into: &cipherOut) }
+            switch writeCipher() {
+            case nil: return nil
+            case true?: return true
+            case false?: break
             }
+            guard !queue.isEmpty else {
+                guard closeNotifyPending else { return false }
+                closeNotifyPending = false
+                tls.shutdown()
+                continue  // writes the close_notify record
+            }
+            var encrypted = 0
+            var tlsError: TLSError?
+            _ = queue.drain { piece in
+                guard encrypted < Self.tlsBatch else { return .written(0) }
+                do throws(TLSError) {
+                    let n = try tls.writePlaintext(UnsafeRawBufferPointer(rebasing: piece.prefix(Self.tlsBatch - encrypted)))
+                    encrypted += n
+                    return .written(n)
+                } catch {
+                    tlsError = error
+                    return .failed
+                }
+            }
+            if let tlsError {
+                fail(.tls(tlsError.description))
+                return nil
+            }
+            // Nothing taken (handshake not finished) and nothing to write: wait.
+            if encrypted == 0 && !tls.hasPendingCiphertext { return false }
+        }
+    }
+
+    /// Writes `cipherOut`; returns true if the socket blocked, false when all was written, nil
+    /// if the channel failed.
+    private func writeCipher() -> Bool? {
+        while cipherOffset < cipherOut.count {
+            let start = cipherOffset
+            let result = cipherOut.withUnsafeBytes { raw in Socket.write(fd, UnsafeRawBufferPointer(rebasing: raw[start...])) }
             switch result {
-            case .bytes(let n): offset += n
-            case .wouldBlock, .eof: return EAGAIN
-            case .failed(let e): return e
+            case .bytes(let n): cipherOffset += n
+            case .wouldBlock, .eof: return true
+            case .failed(let e):
+                fail(.io(SocketError(errno: e, operation: "write")))
+                return nil
             }
         }
-        emptyQueue(&buffer)
-        offset = 0
-        return nil
+        cipherOut = []
+        cipherOffset = 0
+        return false
     }
 
-    /// Empties a fully written queue and gives its storage back: an idle connection then holds
-    /// no send buffer at all (memory per idle connection is what a connection keeps between
-    /// writes), for the price of one small allocation per flush on a busy one.
-    private static func emptyQueue(_ buffer: inout [UInt8]) {
-        buffer = []
-    }
-
-    private func compactSendBuffer() {
-        if sendOffset == sendBuffer.count {
-            Self.emptyQueue(&sendBuffer)
-            sendOffset = 0
-        }
-    }
-
-    private func afterWrite() {
-        if !isWritable { signalWritable = true }
-        if signalWritable && pendingByteCount <= lowWaterMark {
-            signalWritable = false
-            delegate?.channelWritable()
-        }
+    private func afterWrite(blocked: Bool) {
         if closeWhenFlushed && pendingByteCount == 0 {
             close()
+            return
+        }
+        let pending = pendingByteCount
+        if pending > highWaterMark || (blocked && queue.holdsPong) {
+            // Above the mark, or a pong stuck behind a full socket: the peer is not reading
+            // what we send; reading more of its frames would only grow our queue (or burn CPU
+            // on pings whose answers would be replaced).
+            pauseForOutbound()
+        } else if pending <= lowWaterMark && !queue.holdsPong {
+            if outboundPaused {
+                outboundPaused = false
+                updateInterest()
+            }
+            if signalWritable {
+                signalWritable = false
+                delegate?.channelWritable()
+            }
         }
     }
 
@@ -269,7 +348,7 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
     func handleIO(events: UInt32) {
         guard !isClosed else { return }
         if events & EPOLLOUT.rawValue != 0 {
-            flushNow()
+            if tlsHandshakeDone { flushNow() } else { flushHandshakeCiphertext() }
             if isClosed { return }
         }
         if events & (EPOLLIN.rawValue | EPOLLERR.rawValue | EPOLLHUP.rawValue | EPOLLRDHUP.rawValue) != 0 {
@@ -283,8 +362,19 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         }
     }
 
+    /// During the TLS handshake: writes the handshake's ciphertext.
+    private func flushHandshakeCiphertext() {
+        guard let blocked = writeCipher() else { return }
+        if blocked != waitingForWritable {
+            waitingForWritable = blocked
+            updateInterest()
+        }
+    }
+
     private func readAvailable() {
         // A few reads per readiness event; level-triggered epoll brings us back for the rest.
+        // Each read is delivered at once, and the delegate's answers are queued: reading stops
+        // here as soon as the queue goes above its high-water mark.
         for _ in 0..<4 {
             guard reading, !isClosed else { return }
             let buffer = loop.readBuffer
@@ -350,31 +440,41 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
 
     // MARK: Closing
 
-    /// Closes once everything queued has been written (or at once if nothing is queued).
-    func closeAfterFlush() {
+    /// Ends the session: TLS close_notify (when TLS is on) after everything queued, then TCP
+    /// closed once all is written — or after `linger` at the latest, so a peer that stops
+    /// reading cannot keep the descriptor (and the queue) forever.
+    func closeAfterFlush(linger: Duration) {
         guard !isClosed else { return }
+        sendCloseNotify()
         closeWhenFlushed = true
         flushNow()
-        if !isClosed && pendingByteCount == 0 { close() }
+        if isClosed { return }
+        if pendingByteCount == 0 {
+            close()
+            return
+        }
+        lingerTimer = loop.schedule(after: linger) { [weak self] in self?.close() }
     }
 
-    /// Sends TLS close_notify if TLS is on; then closes after flushing.
-    func shutdownTLSAndClose() {
-        if let tls, !isClosed {
-            tls.shutdown()
-            tls.drainCiphertext(into: &cipherOut)
-        }
-        closeAfterFlush()
+    /// TLS only: sends close_notify once everything queued so far is written (once; nothing
+    /// queued later is sent). Plain TCP: nothing.
+    func sendCloseNotify() {
+        guard tls != nil, !isClosed, tlsHandshakeDone else { return }
+        closeNotifyPending = true
+        flushSoon()
     }
+    private var closeNotifyPending = false
 
     /// Closes the socket now; queued bytes are dropped.
     func close() {
         guard !isClosed else { return }
         isClosed = true
+        lingerTimer?.cancel()
+        lingerTimer = nil
         if slot >= 0 { loop.deregister(fd: fd, slot: slot) }
         Socket.close(fd)
         tls = nil
-        sendBuffer = []
+        queue.removeAll()
         cipherOut = []
         delegate = nil
     }

@@ -137,7 +137,7 @@ public actor SocketAdapter: SocketClient {
 
     private func nextMessage() async -> WebSocketMessage? {
         while let c = await currentOrNextConnection() {
-            if let m = await c.receive() { return m }
+            if let m = try? await c.receive() { return m }
             guard await waitForReplacement(of: c) else { return nil }
         }
         return nil

@@ -20,9 +20,18 @@ public struct WebSocketConfiguration: Sendable, Equatable {
     public var inboundLowWaterMark: Int = 256 << 10
 
     /// Bytes queued for the socket above which `send` waits (or fails, see ``sendPolicy``)
-    /// (default 1 MiB); waiting senders resume below ``outboundLowWaterMark`` (default 256 KiB).
+    /// and the connection stops reading the peer (default 1 MiB); waiting senders resume, and
+    /// reading resumes, at or below ``outboundLowWaterMark`` (default 256 KiB). Every byte for
+    /// the socket counts: data, pings, pongs, close frames, the HTTP handshake.
     public var outboundHighWaterMark: Int = 1 << 20
     public var outboundLowWaterMark: Int = 256 << 10
+
+    /// The hard cap of the outbound queue, in bytes (default 16 MiB): a message offered with
+    /// ``WebSocketConnection/sendNow(_:)`` or a ``WebSocketConnection/ping(_:)`` while more
+    /// than this is queued is refused with ``SwitchboardError`` `.limitExceeded` (close code
+    /// 1013), nothing queued. `send` never reaches it: it waits below the high-water mark
+    /// first. So a connection's outbound queue holds at most this plus one message.
+    public var outboundLimit: Int = 16 << 20
 
     /// What `send` does when the outbound queue is above its high-water mark.
     public enum SendPolicy: Sendable, Equatable {

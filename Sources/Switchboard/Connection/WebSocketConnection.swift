@@ -5,9 +5,16 @@ import SwitchboardCore
 /// One open WebSocket connection, client or server side.
 ///
 /// An actor that runs on its connection's ``EventLoop`` (the loop is its executor), so bytes
-/// read from the socket are parsed and delivered without a thread hop. It owns the protocol
-/// state machine, a bounded inbound queue (reading stops above the high-water mark: the peer's
-/// TCP window fills instead of our memory), and the outbound queue.
+/// read from the socket are parsed and delivered without a thread hop. It is the glue between
+/// parts that each have one job:
+/// - the protocol core (``WebSocketProtocol``) decides every RFC 6455 rule, the close
+///   handshake included;
+/// - the ``InboundQueue`` holds received messages for the application (reading stops above its
+///   high-water mark: the peer's TCP window fills instead of our memory);
+/// - the ``SocketChannel`` owns the one bounded outbound queue (reading also stops while it is
+///   above its high-water mark, in both handler styles);
+/// - ``WebSocketKeepalive`` decides when to ping and when the peer is dead;
+/// - ``LineReader`` turns messages into lines for ``lines()``.
 ///
 /// Receive with ``lines()`` (newline-delimited, one `Data` per line) **or** ``messages()`` /
 /// ``receive()`` (whole messages): both draw from the same queue, so use one per connection.
@@ -36,13 +43,24 @@ public actor WebSocketConnection {
 
     private var proto: WebSocketProtocol
     private var rng = SecureRandom()
-    private var inbound = RingBuffer<WebSocketMessage>()
-    private var inboundBytes = 0
-    private var lineBuffer: LineBuffer
-    private var messageWaiter: CheckedContinuation<WebSocketMessage?, Never>?
+    private var inbound: InboundQueue
+    /// True from handing a message to the application until it asks for the next one.
+    private var applicationHoldsMessage = false
+    /// The state of ``lines()``, created on first use.
+    private var lineReader: LineReader?
+    /// Set for connections of a callback route: messages are handed to `onMessage` as they are
+    /// parsed, and nothing is queued for `receive()`.
+    private var callbacks: WebSocketCallbacks?
+
+    private var keepalive: WebSocketKeepalive?
+    private var keepaliveTimer: EventLoopTimer?
+    /// The one closing timer: while the peer's close waits for the application to answer
+    /// earlier messages (``closeReplyGrace``), then while waiting for the peer's close or the
+    /// server's TCP close (``WebSocketConfiguration/closeTimeout``).
+    private var closeTimer: EventLoopTimer?
+
     private var sendWaiters: [CheckedContinuation<Void, Never>] = []
     private var closeWaiters: [CheckedContinuation<Void, Never>] = []
-    private var closeTimer: EventLoopTimer?
     private var transportClosed = false
     private var closeHandlers: [@Sendable (WebSocketCloseStatus) -> Void] = []
     private let counters: ConnectionCounters?
@@ -52,6 +70,12 @@ public actor WebSocketConnection {
     public private(set) var closeStatus: WebSocketCloseStatus?
     /// The error that ended the connection, if it did not end with a clean close handshake.
     public private(set) var error: SwitchboardError?
+    /// Round-trip time of the last keepalive ping answered (nil until one has been).
+    public private(set) var lastPingRoundTrip: Duration?
+
+    /// Longest we hold our close reply while the application answers messages it already has
+    /// (1 s: ample for an echo or an acknowledgement, short enough for the peer's close timer).
+    static let closeReplyGrace: Duration = .seconds(1)
 
     private static let nextID = Atomic<UInt64>(1)
 
@@ -77,9 +101,11 @@ public actor WebSocketConnection {
         self.sharedConfiguration = sharedConfiguration
         self.counters = counters
         self.proto = WebSocketProtocol(role: role, limits: configuration.protocolLimits)
-        self.lineBuffer = LineBuffer(maxLineLength: configuration.maxLineLength, emptyLines: configuration.emptyLines)
+        self.inbound = InboundQueue(highWaterMark: configuration.inboundHighWaterMark,
+                                    lowWaterMark: configuration.inboundLowWaterMark)
         channel.highWaterMark = configuration.outboundHighWaterMark
         channel.lowWaterMark = configuration.outboundLowWaterMark
+        channel.limit = configuration.outboundLimit
     }
 
     /// Takes over the channel (on the loop thread) and parses bytes that arrived with the handshake.
@@ -89,66 +115,12 @@ public actor WebSocketConnection {
         channel.delegate = self
         assumeIsolated { conn in
             conn.callbacks = callbacks
-            conn.scheduleKeepalive()
+            conn.startKeepalive()
             callbacks?.onOpen?(conn)
             if !leftover.isEmpty {
                 leftover.withUnsafeBytes { conn.handleRead($0) }
             }
         }
-    }
-
-    /// Set for connections of a callback route: messages are handed to `onMessage` as they are
-    /// parsed, and nothing is queued for `receive()`.
-    private var callbacks: WebSocketCallbacks?
-    /// Callback mode: reading is paused until the outbound queue drains below its low-water mark.
-    private var pausedForOutbound = false
-
-    // MARK: Keepalive
-
-    private var keepaliveTimer: EventLoopTimer?
-    private var pongDeadline: EventLoopTimer?
-    private var outstandingPing: (payload: [UInt8], sentAt: UInt64)?
-    private var pingCounter: UInt64 = 0
-
-    /// Round-trip time of the last keepalive ping answered (nil until one has been).
-    public private(set) var lastPingRoundTrip: Duration?
-
-    private func scheduleKeepalive() {
-        guard let interval = configuration.pingInterval, !transportClosed else { return }
-        keepaliveTimer = loop.schedule(after: interval) { [weak self] in
-            self?.assumeIsolated { $0.sendKeepalivePing() }
-        }
-    }
-
-    private func sendKeepalivePing() {
-        guard !transportClosed, proto.state == .open else { return }
-        if outstandingPing == nil {
-            pingCounter &+= 1
-            let payload = withUnsafeBytes(of: pingCounter.bigEndian) { Array($0) }
-            do {
-                try proto.writePing(payload: payload, into: &channel.sendBuffer, using: &rng)
-            } catch {
-                return
-            }
-            channel.flushSoon()
-            outstandingPing = (payload, EventLoop.now())
-            pongDeadline = loop.schedule(after: configuration.pongTimeout) { [weak self] in
-                self?.assumeIsolated { conn in
-                    conn.fail(.timedOut("keepalive: no pong within \(conn.configuration.pongTimeout)"),
-                              code: .internalError, reason: "ping timeout")
-                }
-            }
-        }
-        scheduleKeepalive()
-    }
-
-    private func receivedPong(_ payload: [UInt8]) {
-        guard let ping = outstandingPing, ping.payload == payload else { return }  // unsolicited: ignored
-        outstandingPing = nil
-        pongDeadline?.cancel()
-        pongDeadline = nil
-        let elapsed = EventLoop.now() &- ping.sentAt
-        lastPingRoundTrip = .nanoseconds(Int64(clamping: elapsed))
     }
 
     // MARK: Receiving
@@ -163,179 +135,188 @@ public actor WebSocketConnection {
     }
 
     /// One element per received message. Finishes when the connection closes. Cancelling the
-    /// consuming task finishes the sequence and closes the connection with 1001.
+    /// consuming task finishes the sequence and closes the connection with 1001. Iterate from
+    /// one task at a time: a second task iterating while the first waits gets the end of the
+    /// sequence at once (``receive()`` says why).
     public nonisolated func messages() -> WebSocketMessageSequence {
         WebSocketMessageSequence(connection: self)
     }
 
     /// The next whole message, or nil once the connection has closed and every received message
     /// has been delivered.
-    public func receive() async -> WebSocketMessage? {
+    ///
+    /// - Throws: ``SwitchboardError`` of kind `.concurrentReceive` when another task is already
+    ///   waiting here: one receiver per connection.
+    public func receive() async throws(SwitchboardError) -> WebSocketMessage? {
         applicationHoldsMessage = false          // asking for the next one: done with the last
-        if let m = dequeue() { return m }
-        if pendingClose != nil { runPendingClose() }
-        if transportClosed || proto.state == .closed { return nil }
+        if let m = takeQueued() { return m }
+        // The application has handled everything it had: a close held for it goes out now.
+        if proto.state == .closeReceived { replyToClose() }
+        guard mayReceiveMore else { return nil }
+        if inbound.hasWaiter { throw .concurrentReceive }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<WebSocketMessage?, Never>) in
-                if let m = dequeue() {
+                if let m = takeQueued() {
                     c.resume(returning: m)
-                } else if transportClosed || Task.isCancelled {
+                } else if !mayReceiveMore || Task.isCancelled || !inbound.wait(c) {
                     c.resume(returning: nil)
-                } else {
-                    messageWaiter = c
                 }
             }
         } onCancel: { [self] in
-            loop.execute { self.assumeIsolated { $0.resumeMessageWaiter(nil) } }
+            loop.execute { self.assumeIsolated { $0.inbound.resumeWaiter() } }
         }
     }
 
-    /// The next line, or nil at the end (a final unterminated line is delivered first).
+    /// Messages received and not yet taken by the application.
+    var queuedMessageCount: Int { inbound.count }
+    /// Whether a task is waiting in ``receive()``.
+    var hasWaitingReceiver: Bool { inbound.hasWaiter }
+
+    /// Whether a message may still arrive: open, or our close sent and the peer's not yet in.
+    private var mayReceiveMore: Bool { !transportClosed && (proto.state == .open || proto.state == .closing) }
+
+    /// The next line (see ``lines()``).
     func nextLine() async -> Data? {
-        while true {
-            if let line = lineBuffer.nextLine() { return Data(line) }
-            guard let message = await receive() else {
-                if let rest = lineBuffer.finish() { return Data(rest) }
-                return nil
-            }
-            do {
-                switch message {
-                case .text(let bytes), .binary(let bytes): try lineBuffer.append(bytes)
-                }
-            } catch {
-                fail(.limitExceeded("line longer than \(configuration.maxLineLength) bytes"), code: .messageTooBig,
-                     reason: "line too long")
-                lineBuffer = LineBuffer(maxLineLength: configuration.maxLineLength, emptyLines: configuration.emptyLines)
-                inbound.removeAll()
-                inboundBytes = 0
-                return nil
-            }
+        let reader: LineReader
+        if let lineReader {
+            reader = lineReader
+        } else {
+            reader = LineReader(configuration: configuration)
+            lineReader = reader
         }
+        return await reader.next(from: self)
     }
 
-    private func dequeue() -> WebSocketMessage? {
-        guard let m = inbound.popFirst() else { return nil }
+    /// Called by ``LineReader`` when a line is longer than the limit.
+    func failLineTooLong() {
+        inbound.removeAll()
+        fail(.limitExceeded("line longer than \(configuration.maxLineLength) bytes"), code: .messageTooBig,
+             reason: "line too long")
+    }
+
+    private func takeQueued() -> WebSocketMessage? {
+        guard let (m, resumeReading) = inbound.pop() else { return nil }
         applicationHoldsMessage = true
-        inboundBytes -= m.payloadCount
-        if inboundBytes <= configuration.inboundLowWaterMark && !transportClosed && pendingClose == nil {
-            channel.setReading(true)
-        }
+        if resumeReading && proto.state == .open { channel.setReading(true) }
         return m
     }
 
-    private func resumeMessageWaiter(_ m: WebSocketMessage?) {
-        guard let w = messageWaiter else { return }
-        messageWaiter = nil
-        w.resume(returning: m)
-    }
-
     fileprivate func handleRead(_ bytes: UnsafeRawBufferPointer) {
-        counters?.bytesIn(bytes.count)
         var offset = 0
-        // Control replies produced after a message of this batch are held until the end of the
-        // batch, so that a close reply can wait for the application (see `pendingClose`).
-        var delivered = false
-        var held: [[UInt8]] = []
+        // A message handed to the application in this same read: a close arriving after it waits
+        // for the application's answer.
+        var deliveredNow = false
         while let action = proto.nextAction(in: bytes, offset: &offset, using: &rng) {
             switch action {
             case .message(let message):
-                counters?.messageIn()
+                counters?.messageIn(bytes: message.payloadCount)
                 if let callbacks {
                     // Handled (and answered) synchronously: nothing is held for the application.
                     callbacks.onMessage(self, message)
-                    if !channel.isWritable && !pausedForOutbound && !transportClosed {
-                        pausedForOutbound = true
-                        channel.setReading(false)
-                        channel.requestWritableSignal()
-                    }
-                    continue
-                }
-                delivered = true
-                if let w = messageWaiter, inbound.isEmpty {
-                    messageWaiter = nil
-                    applicationHoldsMessage = true
-                    w.resume(returning: message)
                 } else {
-                    inbound.append(message)
-                    inboundBytes += message.payloadCount
-                    if inboundBytes > configuration.inboundHighWaterMark {
-                        channel.setReading(false)
-                    }
+                    deliver(message)
+                    deliveredNow = true
                 }
-            case .write(let frame):
-                if delivered || !inbound.isEmpty || applicationHoldsMessage {
-                    held.append(frame)
-                } else {
-                    channel.write(frame)
-                }
+            case .sendPong(let frame):
+                channel.queuePong(frame)
             case .pong(let payload):
                 receivedPong(payload)
-            case .ping:
-                break
-            case .peerClosed(let status):
-                if closeStatus == nil { closeStatus = status }
-            case .closeTransport(let status):
-                // A protocol error also waits while the application is still on a message it
-                // took earlier (it may be about to answer it); a normal close does not, so an
-                // idle application never delays the peer's close.
-                if delivered || !inbound.isEmpty || (applicationHoldsMessage && status.error != nil) {
-                    // Messages that arrived before the close (or the protocol error) are still
-                    // with the application: let it handle them, and answer them, before our
-                    // close frame goes out. Done when it next asks for a message and the queue
-                    // is empty, or after `closeReplyGrace` at the latest.
-                    pendingClose = (held, status)
-                    channel.setReading(false)
-                    pendingCloseTimer = loop.schedule(after: Self.closeReplyGrace) { [weak self] in
-                        self?.assumeIsolated { $0.runPendingClose() }
-                    }
-                    return
+            case .peerClosed(let status), .failed(let status):
+                record(status)
+                if proto.state == .closeReceived {
+                    closeReceived(status, applicationBusy: deliveredNow)
                 }
-                for frame in held { channel.write(frame) }
-                held = []
-                protocolFinished(status)
+            case .closeTransport(let status):
+                closeHandshakeComplete(status)
             }
         }
-        for frame in held { channel.write(frame) }
     }
 
-    private var pendingClose: (writes: [[UInt8]], status: WebSocketCloseStatus)?
-    /// True from handing a message to the application until it asks for the next one.
-    private var applicationHoldsMessage = false
-    /// Longest we hold our close frame for the application to answer messages it already has
-    /// (1 s: ample for an echo or an acknowledgement, short enough for the peer's close timer).
-    static let closeReplyGrace: Duration = .seconds(1)
-    private var pendingCloseTimer: EventLoopTimer?
-
-    private func runPendingClose() {
-        guard let p = pendingClose else { return }
-        pendingClose = nil
-        pendingCloseTimer?.cancel()
-        pendingCloseTimer = nil
-        for frame in p.writes { channel.write(frame) }
-        protocolFinished(p.status)
+    private func deliver(_ message: WebSocketMessage) {
+        // After our close frame (§7.1.4 lets us discard what follows it), a full queue drops
+        // messages instead of stopping reading: the peer's close must still get through.
+        if proto.state != .open && inbound.isFull { return }
+        switch inbound.push(message) {
+        case .handedToReceiver:
+            applicationHoldsMessage = true
+        case .queued:
+            break
+        case .full:
+            if proto.state == .open { channel.setReading(false) }
+        }
     }
 
-    private func protocolFinished(_ status: WebSocketCloseStatus) {
+    // MARK: Closing, driven by the core
+
+    private func record(_ status: WebSocketCloseStatus) {
         if closeStatus == nil || status.error != nil { closeStatus = status }
         if let e = status.error, error == nil { error = .protocolViolation(e) }
+    }
+
+    /// The peer's close (or its protocol error) arrived while open. Messages it sent before may
+    /// still be with the application, which may be about to answer them: our close waits until
+    /// the application asks for a message with none left, at most ``closeReplyGrace``. With
+    /// callbacks everything was answered synchronously, so the reply goes at once.
+    private func closeReceived(_ status: WebSocketCloseStatus, applicationBusy deliveredNow: Bool) {
+        stopKeepalive()
+        // A protocol error also waits while the application is on a message it took earlier;
+        // a normal close does not, so an idle application never delays the peer's close.
+        let owes = callbacks == nil
+            && (deliveredNow || !inbound.isEmpty || (applicationHoldsMessage && status.error != nil))
+        guard owes else {
+            replyToClose()
+            return
+        }
+        inbound.resumeWaiter()
+        closeTimer?.cancel()
+        closeTimer = loop.schedule(after: Self.closeReplyGrace) { [weak self] in
+            self?.assumeIsolated { $0.replyToClose() }
+        }
+    }
+
+    /// Writes our close reply (state `.closeReceived`) and completes the handshake.
+    private func replyToClose() {
+        guard proto.state == .closeReceived, !transportClosed else { return }
+        closeTimer?.cancel()
+        closeTimer = nil
+        if case .complete(let status) = writeClose(code: .normalClosure, reason: "") {
+            closeHandshakeComplete(status)
+        }
+    }
+
+    private func writeClose(code: WebSocketCloseCode, reason: String) -> WebSocketCloseProgress {
+        var progress = WebSocketCloseProgress.alreadySent
+        channel.append(exempt: true) { buffer in
+            progress = (try? proto.writeClose(code: code, reason: reason, into: &buffer, using: &rng)) ?? .alreadySent
+        }
+        return progress
+    }
+
+    /// Both close frames are through (or the connection failed after ours): end the transport.
+    private func closeHandshakeComplete(_ status: WebSocketCloseStatus) {
+        record(status)
+        stopKeepalive()
+        closeTimer?.cancel()
+        closeTimer = nil
         switch role {
         case .server:
-            channel.closeAfterFlush()
+            channel.closeAfterFlush(linger: configuration.closeTimeout)
             transportDidClose()
         case .client:
-            // RFC 6455 §7.1.1: the server closes TCP first; wait for it, but not forever.
+            // RFC 6455 §7.1.1: the server closes TCP first; wait for it (reading, to see it),
+            // but not forever.
+            channel.sendCloseNotify()
+            channel.setReading(true)
             channel.flushNow()
-            if !channel.isClosed {
-                closeTimer?.cancel()
-                closeTimer = loop.schedule(after: configuration.closeTimeout) { [weak self] in
-                    guard let self else { return }
-                    self.assumeIsolated { conn in
-                        conn.channel.close()
-                        conn.transportDidClose()
-                    }
-                }
-            } else {
+            guard !channel.isClosed else {
                 transportDidClose()
+                return
+            }
+            closeTimer = loop.schedule(after: configuration.closeTimeout) { [weak self] in
+                self?.assumeIsolated { conn in
+                    conn.channel.close()
+                    conn.transportDidClose()
+                }
             }
         }
     }
@@ -344,18 +325,15 @@ public actor WebSocketConnection {
     private func transportDidClose() {
         guard !transportClosed else { return }
         transportClosed = true
+        stopKeepalive()
         closeTimer?.cancel()
         closeTimer = nil
-        keepaliveTimer?.cancel()
-        keepaliveTimer = nil
-        pongDeadline?.cancel()
-        pongDeadline = nil
-        pendingCloseTimer?.cancel()
-        pendingCloseTimer = nil
         if closeStatus == nil {
             closeStatus = proto.transportClosed()
+        } else {
+            _ = proto.transportClosed()
         }
-        if inbound.isEmpty { resumeMessageWaiter(nil) }
+        inbound.resumeWaiter()
         let senders = sendWaiters
         sendWaiters = []
         for s in senders { s.resume() }
@@ -373,6 +351,61 @@ public actor WebSocketConnection {
         counters?.connectionClosed()
     }
 
+    // MARK: Keepalive
+
+    private func startKeepalive() {
+        guard let interval = configuration.pingInterval else { return }
+        var machine = WebSocketKeepalive(interval: interval.nanosecondsClamped,
+                                         timeout: configuration.pongTimeout.nanosecondsClamped)
+        machine.start(now: EventLoop.now())
+        keepalive = machine
+        armKeepaliveTimer()
+    }
+
+    private func stopKeepalive() {
+        keepalive = nil
+        keepaliveTimer?.cancel()
+        keepaliveTimer = nil
+    }
+
+    private func armKeepaliveTimer() {
+        keepaliveTimer?.cancel()
+        keepaliveTimer = nil
+        guard let deadline = keepalive?.nextDeadline else { return }
+        let now = EventLoop.now()
+        let delay = Duration.nanoseconds(Int64(clamping: deadline > now ? deadline - now : 0))
+        keepaliveTimer = loop.schedule(after: delay) { [weak self] in
+            self?.assumeIsolated { $0.keepaliveTick() }
+        }
+    }
+
+    private func keepaliveTick() {
+        guard !transportClosed, proto.state == .open, var machine = keepalive else { return }
+        let action = machine.tick(now: EventLoop.now())
+        keepalive = machine
+        switch action {
+        case .sendPing(let payload)?:
+            channel.append(exempt: true) { buffer in
+                try? proto.writePing(payload: payload, into: &buffer, using: &rng)
+            }
+        case .timedOut?:
+            fail(.timedOut("keepalive: no pong within \(configuration.pongTimeout)"), code: .internalError,
+                 reason: "ping timeout")
+            return
+        case nil:
+            break
+        }
+        armKeepaliveTimer()
+    }
+
+    private func receivedPong(_ payload: [UInt8]) {
+        guard var machine = keepalive,
+              let rtt = machine.receivedPong(payload, now: EventLoop.now()) else { return }  // unsolicited: ignored
+        keepalive = machine
+        lastPingRoundTrip = .nanoseconds(Int64(clamping: rtt))
+        armKeepaliveTimer()
+    }
+
     // MARK: Sending
 
     /// Sends a text message. Waits while the outbound queue is above its high-water mark
@@ -381,7 +414,7 @@ public actor WebSocketConnection {
         try await waitUntilWritable()
         var text = text
         try text.withUTF8 { buf in
-            Result { () throws(SwitchboardError) in try enqueue(.text, UnsafeRawBufferPointer(buf)) }
+            Result { () throws(SwitchboardError) in _ = try enqueue(.text, UnsafeRawBufferPointer(buf), exempt: true) }
         }.get()
     }
 
@@ -389,14 +422,14 @@ public actor WebSocketConnection {
     public func send(binary: Data) async throws(SwitchboardError) {
         try await waitUntilWritable()
         try binary.withUnsafeBytes { buf in
-            Result { () throws(SwitchboardError) in try enqueue(.binary, buf) }
+            Result { () throws(SwitchboardError) in _ = try enqueue(.binary, buf, exempt: true) }
         }.get()
     }
 
     /// Sends a message.
     public func send(_ message: WebSocketMessage) async throws(SwitchboardError) {
         try await waitUntilWritable()
-        try sendNow(message)
+        _ = try enqueue(message, exempt: true)
     }
 
     private func waitUntilWritable() async throws(SwitchboardError) {
@@ -414,40 +447,57 @@ public actor WebSocketConnection {
         try checkOpen()
     }
 
-    private func enqueue(_ opcode: WebSocketOpcode, _ bytes: [UInt8]) throws(SwitchboardError) {
-        try bytes.withUnsafeBytes { buf in
-            Result { () throws(SwitchboardError) in try enqueue(opcode, buf) }
-        }.get()
+    private func enqueue(_ message: WebSocketMessage, exempt: Bool) throws(SwitchboardError) -> OutboundStatus {
+        switch message {
+        case .text(let b):
+            return try b.withUnsafeBytes { buf in
+                Result { () throws(SwitchboardError) in try enqueue(.text, buf, exempt: exempt) }
+            }.get()
+        case .binary(let b):
+            return try b.withUnsafeBytes { buf in
+                Result { () throws(SwitchboardError) in try enqueue(.binary, buf, exempt: exempt) }
+            }.get()
+        }
     }
 
-    private func enqueue(_ opcode: WebSocketOpcode, _ payload: UnsafeRawBufferPointer) throws(SwitchboardError) {
-        if pendingClose != nil {
-            // The core has seen the peer's close (or error) but our close frame is held back
-            // until the application answered earlier messages: frame the answer directly.
-            let key: WebSocketMaskingKey? = role == .client ? WebSocketMaskingKey(using: &rng) : nil
-            WebSocketFrameSerializer.writeFrame(opcode: opcode, payload: payload, maskingKey: key,
-                                                into: &channel.sendBuffer)
-        } else {
-            do {
-                try proto.writeMessage(opcode, payload: payload, into: &channel.sendBuffer, using: &rng)
+    /// Frames one message into the outbound queue. `exempt`: the sender already waited for room
+    /// (so the queue holds at most the high-water mark plus this message); otherwise the queue's
+    /// hard ``WebSocketConfiguration/outboundLimit`` applies.
+    private func enqueue(_ opcode: WebSocketOpcode, _ payload: UnsafeRawBufferPointer,
+                         exempt: Bool) throws(SwitchboardError) -> OutboundStatus {
+        var refused: WebSocketStateError?
+        let status = channel.append(exempt: exempt) { buffer in
+            do throws(WebSocketStateError) {
+                try proto.writeMessage(opcode, payload: payload, into: &buffer, using: &rng)
             } catch {
-                throw closedError()
+                refused = error
             }
         }
+        if status == .overLimit {
+            throw .limitExceeded("outbound queue above its limit of \(configuration.outboundLimit) bytes",
+                                 closeCode: .tryAgainLater)
+        }
+        switch refused {
+        case .notOpen?: throw closedError()
+        case .invalidArgument?: throw .invalidArgument("text message is not valid UTF-8")
+        case nil: break
+        }
         counters?.messageOut(bytes: payload.count)
-        channel.flushSoon()
+        return status
     }
 
     /// Queues a message at once, without waiting for room in the outbound queue: for callback
     /// routes (``WebSocketCallbacks``), where the connection stops reading while the queue is
-    /// above its high-water mark, and for code that bounds its own sending. Throws `.closed`
-    /// once closing.
-    public func sendNow(_ message: WebSocketMessage) throws(SwitchboardError) {
+    /// above its high-water mark, and for code that bounds its own sending.
+    ///
+    /// - Returns: ``WebSocketSendStatus/backpressure`` once the queue is above its high-water
+    ///   mark: stop producing until it drains.
+    /// - Throws: `.closed` once closing; `.limitExceeded` (close code 1013), with nothing
+    ///   queued, when the queue already holds more than ``WebSocketConfiguration/outboundLimit``.
+    @discardableResult
+    public func sendNow(_ message: WebSocketMessage) throws(SwitchboardError) -> WebSocketSendStatus {
         try checkOpen()
-        switch message {
-        case .text(let b): try enqueue(.text, b)
-        case .binary(let b): try enqueue(.binary, b)
-        }
+        return try enqueue(message, exempt: false) == .queued ? .queued : .backpressure
     }
 
     /// Queues a message without waiting, for fan-out (topics): a subscriber whose outbound queue
@@ -461,19 +511,29 @@ public actor WebSocketConnection {
             startClose(code: .tryAgainLater, reason: "slow consumer")
             return false
         }
-        return (try? enqueue(opcode, payload)) != nil
+        return (try? enqueue(opcode, payload, exempt: true)) != nil
     }
 
     /// Sends a ping with up to 125 bytes of payload.
+    ///
+    /// - Throws: `.invalidArgument` over 125 bytes; `.closed` once closing; `.limitExceeded`
+    ///   when the outbound queue already holds more than ``WebSocketConfiguration/outboundLimit``.
     public func ping(_ payload: [UInt8] = []) throws(SwitchboardError) {
         try checkOpen()
         guard payload.count <= 125 else { throw .invalidArgument("ping payload longer than 125 bytes") }
-        do {
-            try proto.writePing(payload: payload, into: &channel.sendBuffer, using: &rng)
-        } catch {
-            throw closedError()
+        var refused = false
+        let status = channel.append { buffer in
+            do throws(WebSocketStateError) {
+                try proto.writePing(payload: payload, into: &buffer, using: &rng)
+            } catch {
+                refused = true
+            }
         }
-        channel.flushSoon()
+        if status == .overLimit {
+            throw .limitExceeded("outbound queue above its limit of \(configuration.outboundLimit) bytes",
+                                 closeCode: .tryAgainLater)
+        }
+        if refused { throw closedError() }
     }
 
     private func checkOpen() throws(SwitchboardError) {
@@ -486,10 +546,14 @@ public actor WebSocketConnection {
         return .closed(code: .normalClosure, reason: "closing")
     }
 
-    // MARK: Closing
+    // MARK: Closing, asked by the application
 
     /// Starts the close handshake (if not already started) and waits until the connection has
-    /// closed, at most ``WebSocketConfiguration/closeTimeout`` after which TCP is dropped.
+    /// closed: as soon as the handshake completes (a client also waits for the server to close
+    /// TCP), and at most ``WebSocketConfiguration/closeTimeout`` after which TCP is dropped.
+    /// Messages still queued for the application stay readable; messages that arrive after our
+    /// close frame while the receive queue is above its high-water mark are dropped (RFC 6455
+    /// §7.1.4), so an application that stopped reading never stalls its own close.
     /// Idempotent: later calls just wait for the same end.
     public func close(code: WebSocketCloseCode = .normalClosure, reason: String = "") async {
         startClose(code: code, reason: reason)
@@ -497,21 +561,28 @@ public actor WebSocketConnection {
         await withCheckedContinuation { closeWaiters.append($0) }
     }
 
-    /// Starts the close handshake without waiting.
+    /// Starts the close handshake without waiting. If the peer's close is already in (held for
+    /// the application), this sends the reply instead.
     func startClose(code: WebSocketCloseCode, reason: String) {
-        if pendingClose != nil { runPendingClose() }
-        guard !transportClosed, proto.state == .open else { return }
-        let code = code.isSendable ? code : .normalClosure
-        _ = try? proto.writeClose(code: code, reason: reason, into: &channel.sendBuffer, using: &rng)
-        channel.flushSoon()
-        closeTimer?.cancel()
-        closeTimer = loop.schedule(after: configuration.closeTimeout) { [weak self] in
-            guard let self else { return }
-            self.assumeIsolated { conn in
-                conn.error = conn.error ?? .timedOut("close handshake")
-                conn.channel.close()
-                conn.transportDidClose()
+        guard !transportClosed else { return }
+        switch proto.state {
+        case .closeReceived:
+            replyToClose()
+        case .open:
+            stopKeepalive()
+            _ = writeClose(code: code.isSendable ? code : .normalClosure, reason: reason)
+            // The peer's close must get through even if the application stopped reading.
+            channel.setReading(true)
+            closeTimer?.cancel()
+            closeTimer = loop.schedule(after: configuration.closeTimeout) { [weak self] in
+                self?.assumeIsolated { conn in
+                    conn.error = conn.error ?? .timedOut("close handshake")
+                    conn.channel.close()
+                    conn.transportDidClose()
+                }
             }
+        case .closing, .closed:
+            break
         }
     }
 
@@ -531,8 +602,9 @@ public actor WebSocketConnection {
         }
     }
 
-    /// Whether the connection is still open for sending.
-    public var isOpen: Bool { !transportClosed && (proto.state == .open || pendingClose != nil) }
+    /// Whether the connection is still open for sending (also after the peer's close, until our
+    /// reply is written).
+    public var isOpen: Bool { !transportClosed && proto.canSend }
 
     /// Closes TCP at once, without a close handshake.
     func abort() {
@@ -564,10 +636,6 @@ extension WebSocketConnection: SocketChannelDelegate {
 
     nonisolated func channelWritable() {
         assumeIsolated { conn in
-            if conn.pausedForOutbound {
-                conn.pausedForOutbound = false
-                if !conn.transportClosed && conn.pendingClose == nil { conn.channel.setReading(true) }
-            }
             let waiters = conn.sendWaiters
             conn.sendWaiters = []
             for w in waiters { w.resume() }

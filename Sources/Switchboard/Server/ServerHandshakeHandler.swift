@@ -10,8 +10,13 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
     private let server: WebSocketServer
     private let channel: SocketChannel
     private var parser: HTTPRequestParser
+    /// Cuts off the whole handshake: the request, `authenticate`, and the TLS handshake.
     private var timer: EventLoopTimer?
     private var done = false
+    /// Whether this socket still counts toward the server's `maxConnections` as a handshake.
+    private var counted = true
+    /// The request is complete and `authenticate` is running.
+    private var authenticating = false
 
     init(server: WebSocketServer, channel: SocketChannel) {
         self.server = server
@@ -24,8 +29,13 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         timer = channel.loop.schedule(after: server.configuration.connection.handshakeTimeout) { [self] in
             guard !done else { return }
             server.logger.debug("handshake timed out")
-            reject(HTTPResponse.error(status: 408, message: "request timeout", type: "invalid_request_error",
-                                      code: "timeout"))
+            if authenticating {
+                reject(HTTPResponse.error(status: 503, message: "authentication timed out", type: "overloaded_error",
+                                          code: "timeout"))
+            } else {
+                reject(HTTPResponse.error(status: 408, message: "request timeout", type: "invalid_request_error",
+                                          code: "timeout"))
+            }
         }
         do {
             try channel.activate { [self] error in
@@ -52,7 +62,9 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         }
         guard case .complete(let head, let consumed) = result else { return }
         let leftover = [UInt8](bytes[consumed...])
-        timer?.cancel()
+        // Stop reading until the request is decided (authenticate may take a while); the
+        // handshake timer keeps running through authenticate.
+        channel.setReading(false)
         handle(head, leftover: leftover)
     }
 
@@ -87,7 +99,9 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
                 upgrade(request, route: route, userInfo: [:], leftover: leftover)
                 return
             }
-            // The hook may be async; run it on this loop so we resume here.
+            // The hook may be async; run it on this loop so we resume here. The handshake timer
+            // bounds it: a hook still running then gets its socket answered 503 and closed.
+            authenticating = true
             let loop = channel.loop
             Task(executorPreference: loop) { [self] in
                 let decision = await authenticate(request)
@@ -117,7 +131,10 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         }
         done = true
         timer?.cancel()
+        timer = nil
+        counted = false  // from here the connection counts it, until it closes
         channel.write(response)
+        channel.setReading(true)
         let connection = WebSocketConnection(channel: channel, role: .server, subprotocol: subprotocol,
                                              request: Self.retained(request),
                                              sharedConfiguration: server.sharedConnectionConfiguration,
@@ -152,7 +169,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         guard !done else { return }
         server.counters.rejected.wrappingAdd(1, ordering: .relaxed)
         channel.write(response.bytes)
-        channel.closeAfterFlush()
+        channel.closeAfterFlush(linger: server.configuration.connection.handshakeTimeout)
         finish()
     }
 
@@ -161,6 +178,10 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         timer?.cancel()
         timer = nil
         channel.delegate = nil
+        if counted {
+            counted = false
+            server.counters.socketReleased()
+        }
     }
 
     func channelEOF() {

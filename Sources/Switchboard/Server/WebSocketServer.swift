@@ -140,7 +140,10 @@ public final class WebSocketServer: Sendable {
     public var port: Int? { state.withLock { $0.port } }
 
     private func accepted(_ fd: Int32, peer: SocketAddress, group: EventLoopGroup, tls: TLSContext?) {
-        let full = state.withLock { $0.shuttingDown || $0.connections.count >= configuration.maxConnections }
+        // Only the accept loop adds to `sockets`, so checking then adding cannot overshoot.
+        let full = state.withLock { $0.shuttingDown }
+            || counters.sockets.load(ordering: .relaxed) >= configuration.maxConnections
+        if !full { counters.sockets.wrappingAdd(1, ordering: .relaxed) }
         Socket.setNoDelay(fd)
         let loop = group.next()
         let server = self
@@ -148,7 +151,11 @@ public final class WebSocketServer: Sendable {
             var session: TLSSession?
             if let tls {
                 session = try? TLSSession(serverWith: tls)
-                if session == nil { Socket.close(fd); return }
+                if session == nil {
+                    Socket.close(fd)
+                    if !full { server.counters.socketReleased() }
+                    return
+                }
             }
             let channel = SocketChannel(loop: loop, fd: fd, tls: session)
             if full {
@@ -156,7 +163,7 @@ public final class WebSocketServer: Sendable {
                 do { try channel.activate() } catch { channel.close(); return }
                 channel.write(HTTPResponse.error(status: 503, message: "server at capacity or shutting down",
                                                  type: "overloaded_error", code: "unavailable").bytes)
-                channel.closeAfterFlush()
+                channel.closeAfterFlush(linger: server.configuration.connection.handshakeTimeout)
                 return
             }
             ServerHandshakeHandler(server: server, channel: channel).start()
@@ -241,14 +248,18 @@ public final class WebSocketServer: Sendable {
 
     // MARK: Observability
 
-    /// A snapshot of the server's counters.
+    /// A snapshot of the server's counters. Bytes count the payload of data messages (text and
+    /// binary) in each direction, like the message counts beside them: frame headers, control
+    /// frames, HTTP and TLS are not included.
     public struct Statistics: Sendable, Equatable {
         public var openConnections: Int
         public var acceptedConnections: Int
         public var rejectedConnections: Int
         public var messagesIn: Int
         public var messagesOut: Int
+        /// Payload bytes of the data messages received.
         public var bytesIn: Int
+        /// Payload bytes of the data messages sent (queued for the socket).
         public var bytesOut: Int
         public var slowConsumersClosed: Int
     }

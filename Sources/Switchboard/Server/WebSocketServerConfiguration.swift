@@ -13,7 +13,9 @@ public struct WebSocketServerConfiguration: Sendable {
     /// Limits and timeouts of each accepted connection (message size, buffers, close timeout,
     /// and ``WebSocketConfiguration/handshakeTimeout``, which cuts off slow upgrade requests).
     public var connection: WebSocketConfiguration = .default
-    /// Connections beyond this are answered `503` and closed (default 10,000).
+    /// Sockets beyond this are answered `503` and closed (default 10,000). Every accepted socket
+    /// counts from accept to close: upgraded connections, and sockets still sending their
+    /// request or waiting on `authenticate`.
     public var maxConnections: Int = 10_000
     /// If set, upgrade requests whose `Origin` is not in this list get `403`. Requests without an
     /// `Origin` header (non-browser clients) are allowed.

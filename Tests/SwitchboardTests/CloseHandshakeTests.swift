@@ -1,0 +1,103 @@
+import Foundation
+import Testing
+import SwitchboardCore
+@testable import Switchboard
+
+/// The close handshake with messages the application has not read: `close()` returns when the
+/// handshake completes, never after a timeout. Every timeout here is an hour, so a regression
+/// hangs the test until its time limit instead of passing slowly.
+@Suite("RFC 6455 §7 close with unread messages")
+struct CloseHandshakeTests {
+    static var patient: WebSocketConfiguration {
+        var c = WebSocketConfiguration()
+        c.closeTimeout = .seconds(3600)
+        c.pingInterval = nil
+        return c
+    }
+
+    static func server() -> WebSocketServer {
+        var config = WebSocketServerConfiguration(host: "127.0.0.1", port: 0)
+        config.connection = patient
+        config.loopCount = 1
+        return WebSocketServer(configuration: config)
+    }
+
+    /// The README's client pattern: read one line, stop, close.
+    @Test(.timeLimit(.minutes(1)))
+    func clientCloseWithUnreadMessagesReturnsWhenTheHandshakeCompletes() async throws {
+        let server = Self.server()
+        server.route("/lines") { c in
+            for i in 0..<5 { try? await c.send(text: "line \(i)\n") }
+            for await _ in c.messages() {}
+        }
+        let port = try await server.start()
+        let socket = SocketAdapter()
+        let lines = try await socket.connect(to: try WebSocketURLEndpoint(url: "ws://127.0.0.1:\(port)/lines",
+                                                                          configuration: Self.patient))
+        for await line in lines {
+            #expect(String(decoding: line, as: UTF8.self) == "line 0")
+            break
+        }
+        let connection = try #require(await socket.currentConnection)
+        #expect(await serverEventually { await connection.queuedMessageCount >= 1 }, "messages are waiting unread")
+        await socket.close()
+        #expect(await connection.closeStatus?.code == .normalClosure)
+        #expect(await connection.error == nil)
+        await server.shutdown()
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func serverCloseWithUnreadMessagesReturnsWhenTheHandshakeCompletes() async throws {
+        let server = Self.server()
+        let (results, result) = AsyncStream<WebSocketCloseStatus?>.makeStream()
+        server.route("/") { c in
+            _ = try? await c.receive()
+            while c.queuedMessageCount < 2 { try? await Task.sleep(for: .milliseconds(5)) }
+            await c.close(code: .goingAway, reason: "enough")
+            result.yield(c.closeStatus)
+        }
+        let port = try await server.start()
+        let socket = SocketAdapter()
+        let messages = try await socket.connectMessages(to: try WebSocketURLEndpoint(url: "ws://127.0.0.1:\(port)/",
+                                                                                     configuration: Self.patient))
+        for i in 0..<3 { try await socket.send(text: "m\(i)") }
+        for await _ in messages {}
+        var iterator = results.makeAsyncIterator()
+        let status = await iterator.next()
+        #expect(status??.code == .goingAway)
+        #expect(await socket.closeStatus?.code == .goingAway)
+        await server.shutdown()
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aSecondConcurrentReceiverGetsAnErrorAndTheFirstStillReceives() async throws {
+        let server = Self.server()
+        let (outcomes, outcome) = AsyncStream<String>.makeStream()
+        server.route("/") { c in
+            let first = Task { try await c.receive() }
+            // Wait until the first receiver is parked, then try a second one.
+            while !c.hasWaitingReceiver { try? await Task.sleep(for: .milliseconds(5)) }
+            do throws(SwitchboardError) {
+                _ = try await c.receive()
+                outcome.yield("second receiver got a message")
+            } catch {
+                outcome.yield("second: \(error.kind)")
+            }
+            try? await c.send(text: "go")
+            let m = try? await first.value
+            outcome.yield("first: \(m?.text ?? "nil")")
+        }
+        let port = try await server.start()
+        let socket = SocketAdapter()
+        let messages = try await socket.connectMessages(to: try WebSocketURLEndpoint(url: "ws://127.0.0.1:\(port)/",
+                                                                                     configuration: Self.patient))
+        var iterator = messages.makeAsyncIterator()
+        #expect(await iterator.next() == .text(Array("go".utf8)))
+        try await socket.send(text: "hello")
+        var results = outcomes.makeAsyncIterator()
+        #expect(await results.next() == "second: concurrentReceive")
+        #expect(await results.next() == "first: hello")
+        await socket.close()
+        await server.shutdown()
+    }
+}

@@ -1,0 +1,87 @@
+import Testing
+@testable import Switchboard
+
+/// A writer that takes at most `capacity` bytes in total, recording them.
+private struct Sink {
+    var capacity: Int
+    var written: [UInt8] = []
+
+    mutating func take(_ piece: UnsafeRawBufferPointer) -> OutboundQueue.WriteOutcome {
+        let n = min(piece.count, capacity)
+        written += piece.prefix(n)
+        capacity -= n
+        return .written(n)
+    }
+}
+
+@Suite("OutboundQueue: one ordered, bounded path with one coalesced pong")
+struct OutboundQueueTests {
+    @Test func writesAppendsInOrderAndReleasesStorage() {
+        var q = OutboundQueue()
+        q.append { $0 += [1, 2, 3] }
+        [UInt8]([4, 5]).withUnsafeBytes { q.append($0) }
+        #expect(q.count == 5)
+        var sink = Sink(capacity: 100)
+        #expect(q.drain { sink.take($0) } == .empty)
+        #expect(sink.written == [1, 2, 3, 4, 5])
+        #expect(q.isEmpty)
+    }
+
+    @Test func partialWritesResumeWhereTheyStopped() {
+        var q = OutboundQueue()
+        q.append { $0 += Array(0..<10) }
+        var sink = Sink(capacity: 4)
+        #expect(q.drain { sink.take($0) } == .blocked)
+        #expect(q.count == 6)
+        sink.capacity = 100
+        #expect(q.drain { sink.take($0) } == .empty)
+        #expect(sink.written == Array(0..<10))
+    }
+
+    @Test func aNewerPongReplacesOneNotYetStarted() {
+        var q = OutboundQueue()
+        q.append { $0 += [1, 1] }
+        let r1 = q.setPong([0xA, 1])
+        #expect(!r1)
+        q.append { $0 += [2, 2] }
+        let r2 = q.setPong([0xB, 2, 2])
+        #expect(r2)        // replaces, whatever its length
+        let r3 = q.setPong([0xC, 3])
+        #expect(r3)
+        #expect(q.count == 6)
+        var sink = Sink(capacity: 100)
+        #expect(q.drain { sink.take($0) } == .empty)
+        // The pong keeps the place of the first one: between the frames around it.
+        #expect(sink.written == [1, 1, 0xC, 3, 2, 2])
+    }
+
+    @Test func aFloodOfPongsBehindABlockedSocketHoldsOne() {
+        var q = OutboundQueue()
+        q.append { $0 += Array(repeating: 7, count: 1000) }
+        var sink = Sink(capacity: 10)
+        #expect(q.drain { sink.take($0) } == .blocked)
+        for i in 0..<100_000 { q.setPong([0x8A, 4] + withUnsafeBytes(of: UInt32(i)) { Array($0) }) }
+        #expect(q.count == 990 + 6)
+        #expect(q.holdsPong)
+    }
+
+    @Test func aPongStartedButNotFinishedIsNoLongerReplaced() {
+        var q = OutboundQueue()
+        q.setPong([0x8A, 3, 1, 2, 3])
+        var sink = Sink(capacity: 2)
+        #expect(q.drain { sink.take($0) } == .blocked)
+        #expect(!q.holdsPong)
+        let r4 = q.setPong([0x8A, 1, 9])
+        #expect(!r4)          // a new slot, after the rest of the first
+        sink.capacity = 100
+        #expect(q.drain { sink.take($0) } == .empty)
+        #expect(sink.written == [0x8A, 3, 1, 2, 3, 0x8A, 1, 9])
+    }
+
+    @Test func aFailingWriterStopsDraining() {
+        var q = OutboundQueue()
+        q.append { $0 += [1, 2] }
+        #expect(q.drain { _ in .failed } == .failed)
+        #expect(q.count == 2)
+    }
+}
