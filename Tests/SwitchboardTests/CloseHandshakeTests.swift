@@ -101,3 +101,56 @@ struct CloseHandshakeTests {
         await server.shutdown()
     }
 }
+
+/// Both sides stream more than their outbound high-water mark at each other, each reading in a
+/// task of its own: nothing deadlocks (no side stops reading only because its own outbound
+/// queue is full, which would leave each waiting for the other to read).
+@Suite("Full-duplex streaming")
+struct FullDuplexStreamingTests {
+    @Test(.timeLimit(.minutes(2)))
+    func bothSidesStreamPastTheirHighWaterMarksWithoutDeadlock() async throws {
+        var connection = CloseHandshakeTests.patient
+        connection.outboundHighWaterMark = 64 << 10
+        connection.outboundLowWaterMark = 16 << 10
+        connection.inboundHighWaterMark = 64 << 10
+        connection.inboundLowWaterMark = 16 << 10
+        let chunk = Data(repeating: 0x5A, count: 32 << 10)
+        let count = 1024                                  // 32 MiB each way: more than the kernel buffers hold
+        var serverConfig = WebSocketServerConfiguration(host: "127.0.0.1", port: 0)
+        serverConfig.connection = connection
+        serverConfig.loopCount = 1
+        let server = WebSocketServer(configuration: serverConfig)
+        let (received, receivedByServer) = AsyncStream<Int>.makeStream()
+        server.route("/") { c in
+            let reader = Task {
+                var bytes = 0
+                while let m = try? await c.receive() {
+                    bytes += m.payloadCount
+                    if bytes == count * chunk.count { break }
+                }
+                return bytes
+            }
+            for _ in 0..<count { try? await c.send(binary: chunk) }
+            receivedByServer.yield(await reader.value)
+            for await _ in c.messages() {}
+        }
+        let port = try await server.start()
+        let socket = SocketAdapter()
+        let messages = try await socket.connectMessages(to: try WebSocketURLEndpoint(url: "ws://127.0.0.1:\(port)/",
+                                                                                     configuration: connection))
+        let clientReader = Task {
+            var bytes = 0
+            for await m in messages {
+                bytes += m.payloadCount
+                if bytes == count * chunk.count { break }
+            }
+            return bytes
+        }
+        for _ in 0..<count { try await socket.send(binary: chunk) }
+        #expect(await clientReader.value == count * chunk.count)
+        var serverSide = received.makeAsyncIterator()
+        #expect(await serverSide.next() == count * chunk.count)
+        await socket.close()
+        await server.shutdown()
+    }
+}

@@ -3,10 +3,11 @@
 ///
 /// - Writers append whole frames (or a whole HTTP response), so every append ends on a frame
 ///   boundary.
-/// - A pong answering a ping waits in its own slot, placed at the frame boundary where it was
-///   queued. A newer pong replaces a pong not yet started (RFC 6455 §5.5.3: answering only the
-///   most recent ping is allowed), so a peer flooding pings occupies one pong's worth of memory
-///   here, however many pings it sends.
+/// - A pong can wait in its own slot, placed at the frame boundary where it was queued. A newer
+///   pong replaces a pong not yet started (RFC 6455 §5.5.3: answering only the most recent ping
+///   is allowed), so a peer flooding pings occupies one pong's worth of memory here, however
+///   many pings it sends. (The channel uses the slot while the socket is blocked; otherwise it
+///   appends pongs like any frame, so that every ping is answered.)
 /// - Storage is released once everything has been written: an idle connection holds no buffer.
 struct OutboundQueue {
     /// Queued bytes; `bytes[..<offset]` are already written.

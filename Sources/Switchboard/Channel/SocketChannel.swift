@@ -37,12 +37,15 @@ enum OutboundStatus: Equatable {
 /// ``queuePong(_:)``, and is written once per loop iteration (every frame produced while
 /// handling one read goes out together), with `EPOLLOUT` for the rest.
 ///
-/// Backpressure, in both directions:
-/// - reading stops while the queue is above ``highWaterMark``, or while a pong waits behind a
-///   socket that accepts nothing (the peer sends pings but does not read the answers), and
-///   resumes once the queue is at or below ``lowWaterMark`` with no pong waiting: a peer that
-///   floods and never reads is held back by its own TCP window;
-/// - the owner can also stop reading (``setReading(_:)``, its inbound queue is full);
+/// Backpressure:
+/// - the owner stops reading when its inbound queue is full (``setReading(_:)``);
+/// - with ``pausesReadingAboveHighWaterMark`` (callback routes, whose handlers answer
+///   synchronously and cannot wait), reading also stops while the queue is above
+///   ``highWaterMark`` and resumes at or below ``lowWaterMark``. Owners that can wait instead
+///   (a task's `send` suspends above the mark, so it stops taking messages and the inbound
+///   queue stops the reading) leave it off: stopping reads for our own outbound data alone
+///   would deadlock two full-duplex peers that both stream, each waiting for the other to read;
+/// - a ping flood stops reading whoever the owner: see ``queuePong(_:)``;
 /// - appends that may be refused get ``OutboundStatus/overLimit`` above ``limit``.
 final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Sendable {
     // Safety: every member is touched only on `loop`'s thread (asserted in debug builds).
@@ -66,8 +69,16 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
 
     /// Reading stopped by the owner (its inbound queue is full).
     private var inboundPaused = false
-    /// Reading stopped by the outbound side (queue above the high-water mark, or a pong stuck).
+    /// Reading stopped by the outbound side (queue above the high-water mark, or a ping flood).
     private var outboundPaused = false
+    /// Whether reading stops while the queue is above the high-water mark (callback routes).
+    var pausesReadingAboveHighWaterMark = false
+    /// Pings answered while a pong already waited in the slot (the socket accepting nothing).
+    private var pingsWhileBlocked = 0
+    /// Past this many, the peer is flooding pings without reading the answers: reading stops
+    /// until the pong is written. A keepalive sends one ping per interval, so only a flood (or a
+    /// peer stuck for minutes) gets here.
+    static let pingFloodLimit = 16
     private var reading: Bool { !inboundPaused && !outboundPaused }
     private var waitingForWritable = false
     private var flushScheduled = false
@@ -168,9 +179,6 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         updateInterest()
     }
 
-    /// Whether the owner currently lets the channel read.
-    var ownerAllowsReading: Bool { !inboundPaused }
-
     // MARK: Writing
 
     /// Appends whole frames written by `body` straight into the queue and schedules a flush.
@@ -195,23 +203,44 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         return outboundStatusAfterAppend()
     }
 
-    /// Queues a pong answering a ping, replacing a pong not yet started (§5.5.3).
+    /// Queues a pong answering a ping. While the socket accepts nothing, the pong waits in the
+    /// queue's pong slot, where a newer one replaces it (§5.5.3 allows answering only the most
+    /// recent ping): a peer that floods pings and does not read costs one pong, and after
+    /// ``pingFloodLimit`` such pings reading stops until the pong is written, so the flooding
+    /// peer's sends block. Otherwise every ping gets its pong, in order.
     func queuePong(_ frame: [UInt8]) {
         guard !isClosed else { return }
-        queue.setPong(frame)
+        if waitingForWritable {
+            if queue.setPong(frame) { pingsWhileBlocked += 1 }
+        } else {
+            frame.withUnsafeBytes { queue.append($0) }
+        }
+        updateOutboundPause()
         flushSoon()
     }
 
     private func outboundStatusAfterAppend() -> OutboundStatus {
-        guard pendingByteCount > highWaterMark else { return .queued }
-        pauseForOutbound()
-        return .backpressure
+        updateOutboundPause()
+        return pendingByteCount > highWaterMark ? .backpressure : .queued
     }
 
-    private func pauseForOutbound() {
-        signalWritable = true
-        guard !outboundPaused else { return }
-        outboundPaused = true
+    /// Stops or resumes reading for the outbound side, and remembers that writers must hear
+    /// when the queue drains.
+    private func updateOutboundPause() {
+        let pending = pendingByteCount
+        if pending > highWaterMark { signalWritable = true }
+        if !queue.holdsPong { pingsWhileBlocked = 0 }
+        let flooded = pingsWhileBlocked >= Self.pingFloodLimit
+        let pause: Bool
+        if flooded || (pausesReadingAboveHighWaterMark && pending > highWaterMark) {
+            pause = true
+        } else if outboundPaused && pausesReadingAboveHighWaterMark {
+            pause = pending > lowWaterMark            // resume only at the low mark
+        } else {
+            pause = false
+        }
+        guard pause != outboundPaused else { return }
+        outboundPaused = pause
         updateInterest()
     }
 
@@ -256,7 +285,7 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
             waitingForWritable = blocked
             updateInterest()
         }
-        afterWrite(blocked: blocked)
+        afterWrite()
     }
 
     /// TLS: writes pending ciphertext, then encrypts and writes the next batch of plaintext,
@@ -317,26 +346,15 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         return false
     }
 
-    private func afterWrite(blocked: Bool) {
+    private func afterWrite() {
         if closeWhenFlushed && pendingByteCount == 0 {
             close()
             return
         }
-        let pending = pendingByteCount
-        if pending > highWaterMark || (blocked && queue.holdsPong) {
-            // Above the mark, or a pong stuck behind a full socket: the peer is not reading
-            // what we send; reading more of its frames would only grow our queue (or burn CPU
-            // on pings whose answers would be replaced).
-            pauseForOutbound()
-        } else if pending <= lowWaterMark && !queue.holdsPong {
-            if outboundPaused {
-                outboundPaused = false
-                updateInterest()
-            }
-            if signalWritable {
-                signalWritable = false
-                delegate?.channelWritable()
-            }
+        updateOutboundPause()
+        if signalWritable && pendingByteCount <= lowWaterMark {
+            signalWritable = false
+            delegate?.channelWritable()
         }
     }
 

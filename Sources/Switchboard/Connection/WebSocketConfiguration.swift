@@ -19,10 +19,11 @@ public struct WebSocketConfiguration: Sendable, Equatable {
     public var inboundHighWaterMark: Int = 1 << 20
     public var inboundLowWaterMark: Int = 256 << 10
 
-    /// Bytes queued for the socket above which `send` waits (or fails, see ``sendPolicy``)
-    /// and the connection stops reading the peer (default 1 MiB); waiting senders resume, and
-    /// reading resumes, at or below ``outboundLowWaterMark`` (default 256 KiB). Every byte for
-    /// the socket counts: data, pings, pongs, close frames, the HTTP handshake.
+    /// Bytes queued for the socket above which `send` waits (or fails, see ``sendPolicy``),
+    /// `sendNow` returns ``WebSocketSendStatus/backpressure`` and a callback route's connection
+    /// stops reading the peer (default 1 MiB); waiting senders resume, and reading resumes, at
+    /// or below ``outboundLowWaterMark`` (default 256 KiB). Every byte for the socket counts:
+    /// data, pings, pongs, close frames, the HTTP handshake.
     public var outboundHighWaterMark: Int = 1 << 20
     public var outboundLowWaterMark: Int = 256 << 10
 

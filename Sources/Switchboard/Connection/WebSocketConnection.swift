@@ -11,8 +11,10 @@ import SwitchboardCore
 ///   handshake included;
 /// - the ``InboundQueue`` holds received messages for the application (reading stops above its
 ///   high-water mark: the peer's TCP window fills instead of our memory);
-/// - the ``SocketChannel`` owns the one bounded outbound queue (reading also stops while it is
-///   above its high-water mark, in both handler styles);
+/// - the ``SocketChannel`` owns the one bounded outbound queue: every byte for the peer goes
+///   through it; `send` waits above its high-water mark (so a task stops taking messages and
+///   the inbound queue stops the reading), callback routes stop reading instead, and a ping
+///   flood stops the reading in both styles;
 /// - ``WebSocketKeepalive`` decides when to ping and when the peer is dead;
 /// - ``LineReader`` turns messages into lines for ``lines()``.
 ///
@@ -41,35 +43,37 @@ public actor WebSocketConnection {
 
     public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
 
-    private var proto: WebSocketProtocol
-    private var rng = SecureRandom()
-    private var inbound: InboundQueue
+    // State below is internal rather than private only so that this type's own extensions
+    // (WebSocketConnection+Closing.swift, +Sending.swift) can reach it; nothing else does.
+    var proto: WebSocketProtocol
+    var rng = SecureRandom()
+    var inbound: InboundQueue
     /// True from handing a message to the application until it asks for the next one.
-    private var applicationHoldsMessage = false
+    var applicationHoldsMessage = false
     /// The state of ``lines()``, created on first use.
     private var lineReader: LineReader?
     /// Set for connections of a callback route: messages are handed to `onMessage` as they are
     /// parsed, and nothing is queued for `receive()`.
-    private var callbacks: WebSocketCallbacks?
+    var callbacks: WebSocketCallbacks?
 
     private var keepalive: WebSocketKeepalive?
     private var keepaliveTimer: EventLoopTimer?
     /// The one closing timer: while the peer's close waits for the application to answer
     /// earlier messages (``closeReplyGrace``), then while waiting for the peer's close or the
     /// server's TCP close (``WebSocketConfiguration/closeTimeout``).
-    private var closeTimer: EventLoopTimer?
+    var closeTimer: EventLoopTimer?
 
-    private var sendWaiters: [CheckedContinuation<Void, Never>] = []
-    private var closeWaiters: [CheckedContinuation<Void, Never>] = []
-    private var transportClosed = false
-    private var closeHandlers: [@Sendable (WebSocketCloseStatus) -> Void] = []
-    private let counters: ConnectionCounters?
+    var sendWaiters: [CheckedContinuation<Void, Never>] = []
+    var closeWaiters: [CheckedContinuation<Void, Never>] = []
+    var transportClosed = false
+    var closeHandlers: [@Sendable (WebSocketCloseStatus) -> Void] = []
+    let counters: ConnectionCounters?
 
     /// Why the connection ended (nil while open): the close code and reason from the close
     /// handshake, 1006 if the TCP connection ended without one, or the code we failed with.
-    public private(set) var closeStatus: WebSocketCloseStatus?
+    public internal(set) var closeStatus: WebSocketCloseStatus?
     /// The error that ended the connection, if it did not end with a clean close handshake.
-    public private(set) var error: SwitchboardError?
+    public internal(set) var error: SwitchboardError?
     /// Round-trip time of the last keepalive ping answered (nil until one has been).
     public private(set) var lastPingRoundTrip: Duration?
 
@@ -113,6 +117,9 @@ public actor WebSocketConnection {
     nonisolated func start(leftover: [UInt8], callbacks: WebSocketCallbacks? = nil) {
         loop.assertInEventLoop()
         channel.delegate = self
+        // A callback answers synchronously and cannot wait for room: the channel stops reading
+        // while the outbound queue is above its high-water mark instead.
+        channel.pausesReadingAboveHighWaterMark = callbacks != nil
         assumeIsolated { conn in
             conn.callbacks = callbacks
             conn.startKeepalive()
@@ -194,7 +201,7 @@ public actor WebSocketConnection {
              reason: "line too long")
     }
 
-    private func takeQueued() -> WebSocketMessage? {
+    func takeQueued() -> WebSocketMessage? {
         guard let (m, resumeReading) = inbound.pop() else { return nil }
         applicationHoldsMessage = true
         if resumeReading && proto.state == .open { channel.setReading(true) }
@@ -246,111 +253,6 @@ public actor WebSocketConnection {
         }
     }
 
-    // MARK: Closing, driven by the core
-
-    private func record(_ status: WebSocketCloseStatus) {
-        if closeStatus == nil || status.error != nil { closeStatus = status }
-        if let e = status.error, error == nil { error = .protocolViolation(e) }
-    }
-
-    /// The peer's close (or its protocol error) arrived while open. Messages it sent before may
-    /// still be with the application, which may be about to answer them: our close waits until
-    /// the application asks for a message with none left, at most ``closeReplyGrace``. With
-    /// callbacks everything was answered synchronously, so the reply goes at once.
-    private func closeReceived(_ status: WebSocketCloseStatus, applicationBusy deliveredNow: Bool) {
-        stopKeepalive()
-        // A protocol error also waits while the application is on a message it took earlier;
-        // a normal close does not, so an idle application never delays the peer's close.
-        let owes = callbacks == nil
-            && (deliveredNow || !inbound.isEmpty || (applicationHoldsMessage && status.error != nil))
-        guard owes else {
-            replyToClose()
-            return
-        }
-        inbound.resumeWaiter()
-        closeTimer?.cancel()
-        closeTimer = loop.schedule(after: Self.closeReplyGrace) { [weak self] in
-            self?.assumeIsolated { $0.replyToClose() }
-        }
-    }
-
-    /// Writes our close reply (state `.closeReceived`) and completes the handshake.
-    private func replyToClose() {
-        guard proto.state == .closeReceived, !transportClosed else { return }
-        closeTimer?.cancel()
-        closeTimer = nil
-        if case .complete(let status) = writeClose(code: .normalClosure, reason: "") {
-            closeHandshakeComplete(status)
-        }
-    }
-
-    private func writeClose(code: WebSocketCloseCode, reason: String) -> WebSocketCloseProgress {
-        var progress = WebSocketCloseProgress.alreadySent
-        channel.append(exempt: true) { buffer in
-            progress = (try? proto.writeClose(code: code, reason: reason, into: &buffer, using: &rng)) ?? .alreadySent
-        }
-        return progress
-    }
-
-    /// Both close frames are through (or the connection failed after ours): end the transport.
-    private func closeHandshakeComplete(_ status: WebSocketCloseStatus) {
-        record(status)
-        stopKeepalive()
-        closeTimer?.cancel()
-        closeTimer = nil
-        switch role {
-        case .server:
-            channel.closeAfterFlush(linger: configuration.closeTimeout)
-            transportDidClose()
-        case .client:
-            // RFC 6455 §7.1.1: the server closes TCP first; wait for it (reading, to see it),
-            // but not forever.
-            channel.sendCloseNotify()
-            channel.setReading(true)
-            channel.flushNow()
-            guard !channel.isClosed else {
-                transportDidClose()
-                return
-            }
-            closeTimer = loop.schedule(after: configuration.closeTimeout) { [weak self] in
-                self?.assumeIsolated { conn in
-                    conn.channel.close()
-                    conn.transportDidClose()
-                }
-            }
-        }
-    }
-
-    /// Marks the connection ended: wakes receivers (after queued messages), senders and closers.
-    private func transportDidClose() {
-        guard !transportClosed else { return }
-        transportClosed = true
-        stopKeepalive()
-        closeTimer?.cancel()
-        closeTimer = nil
-        if closeStatus == nil {
-            closeStatus = proto.transportClosed()
-        } else {
-            _ = proto.transportClosed()
-        }
-        inbound.resumeWaiter()
-        let senders = sendWaiters
-        sendWaiters = []
-        for s in senders { s.resume() }
-        let closers = closeWaiters
-        closeWaiters = []
-        for c in closers { c.resume() }
-        if let onClose = callbacks?.onClose {
-            callbacks = nil
-            onClose(self)
-        }
-        let status = closeStatus ?? WebSocketCloseStatus(code: .abnormalClosure, reason: "", error: nil)
-        let handlers = closeHandlers
-        closeHandlers = []
-        for h in handlers { h(status) }
-        counters?.connectionClosed()
-    }
-
     // MARK: Keepalive
 
     private func startKeepalive() {
@@ -362,7 +264,7 @@ public actor WebSocketConnection {
         armKeepaliveTimer()
     }
 
-    private func stopKeepalive() {
+    func stopKeepalive() {
         keepalive = nil
         keepaliveTimer?.cancel()
         keepaliveTimer = nil
@@ -406,211 +308,6 @@ public actor WebSocketConnection {
         armKeepaliveTimer()
     }
 
-    // MARK: Sending
-
-    /// Sends a text message. Waits while the outbound queue is above its high-water mark
-    /// (or throws, per ``WebSocketConfiguration/sendPolicy``); throws `.closed` once closing.
-    public func send(text: String) async throws(SwitchboardError) {
-        try await waitUntilWritable()
-        var text = text
-        try text.withUTF8 { buf in
-            Result { () throws(SwitchboardError) in _ = try enqueue(.text, UnsafeRawBufferPointer(buf), exempt: true) }
-        }.get()
-    }
-
-    /// Sends a binary message.
-    public func send(binary: Data) async throws(SwitchboardError) {
-        try await waitUntilWritable()
-        try binary.withUnsafeBytes { buf in
-            Result { () throws(SwitchboardError) in _ = try enqueue(.binary, buf, exempt: true) }
-        }.get()
-    }
-
-    /// Sends a message.
-    public func send(_ message: WebSocketMessage) async throws(SwitchboardError) {
-        try await waitUntilWritable()
-        _ = try enqueue(message, exempt: true)
-    }
-
-    private func waitUntilWritable() async throws(SwitchboardError) {
-        try checkOpen()
-        guard !channel.isWritable else { return }
-        if configuration.sendPolicy == .fail {
-            throw .limitExceeded("outbound queue above \(configuration.outboundHighWaterMark) bytes",
-                                 closeCode: .tryAgainLater)
-        }
-        while !channel.isWritable {
-            try checkOpen()
-            channel.requestWritableSignal()
-            await withCheckedContinuation { sendWaiters.append($0) }
-        }
-        try checkOpen()
-    }
-
-    private func enqueue(_ message: WebSocketMessage, exempt: Bool) throws(SwitchboardError) -> OutboundStatus {
-        switch message {
-        case .text(let b):
-            return try b.withUnsafeBytes { buf in
-                Result { () throws(SwitchboardError) in try enqueue(.text, buf, exempt: exempt) }
-            }.get()
-        case .binary(let b):
-            return try b.withUnsafeBytes { buf in
-                Result { () throws(SwitchboardError) in try enqueue(.binary, buf, exempt: exempt) }
-            }.get()
-        }
-    }
-
-    /// Frames one message into the outbound queue. `exempt`: the sender already waited for room
-    /// (so the queue holds at most the high-water mark plus this message); otherwise the queue's
-    /// hard ``WebSocketConfiguration/outboundLimit`` applies.
-    private func enqueue(_ opcode: WebSocketOpcode, _ payload: UnsafeRawBufferPointer,
-                         exempt: Bool) throws(SwitchboardError) -> OutboundStatus {
-        var refused: WebSocketStateError?
-        let status = channel.append(exempt: exempt) { buffer in
-            do throws(WebSocketStateError) {
-                try proto.writeMessage(opcode, payload: payload, into: &buffer, using: &rng)
-            } catch {
-                refused = error
-            }
-        }
-        if status == .overLimit {
-            throw .limitExceeded("outbound queue above its limit of \(configuration.outboundLimit) bytes",
-                                 closeCode: .tryAgainLater)
-        }
-        switch refused {
-        case .notOpen?: throw closedError()
-        case .invalidArgument?: throw .invalidArgument("text message is not valid UTF-8")
-        case nil: break
-        }
-        counters?.messageOut(bytes: payload.count)
-        return status
-    }
-
-    /// Queues a message at once, without waiting for room in the outbound queue: for callback
-    /// routes (``WebSocketCallbacks``), where the connection stops reading while the queue is
-    /// above its high-water mark, and for code that bounds its own sending.
-    ///
-    /// - Returns: ``WebSocketSendStatus/backpressure`` once the queue is above its high-water
-    ///   mark: stop producing until it drains.
-    /// - Throws: `.closed` once closing; `.limitExceeded` (close code 1013), with nothing
-    ///   queued, when the queue already holds more than ``WebSocketConfiguration/outboundLimit``.
-    @discardableResult
-    public func sendNow(_ message: WebSocketMessage) throws(SwitchboardError) -> WebSocketSendStatus {
-        try checkOpen()
-        return try enqueue(message, exempt: false) == .queued ? .queued : .backpressure
-    }
-
-    /// Queues a message without waiting, for fan-out (topics): a subscriber whose outbound queue
-    /// is above its high-water mark is closed with 1013 instead of growing its buffer or
-    /// blocking the publisher. Returns whether the message was queued.
-    @discardableResult
-    func trySend(_ opcode: WebSocketOpcode, _ payload: UnsafeRawBufferPointer) -> Bool {
-        guard isOpen else { return false }
-        if !channel.isWritable {
-            counters?.slowConsumerClosed()
-            startClose(code: .tryAgainLater, reason: "slow consumer")
-            return false
-        }
-        return (try? enqueue(opcode, payload, exempt: true)) != nil
-    }
-
-    /// Sends a ping with up to 125 bytes of payload.
-    ///
-    /// - Throws: `.invalidArgument` over 125 bytes; `.closed` once closing; `.limitExceeded`
-    ///   when the outbound queue already holds more than ``WebSocketConfiguration/outboundLimit``.
-    public func ping(_ payload: [UInt8] = []) throws(SwitchboardError) {
-        try checkOpen()
-        guard payload.count <= 125 else { throw .invalidArgument("ping payload longer than 125 bytes") }
-        var refused = false
-        let status = channel.append { buffer in
-            do throws(WebSocketStateError) {
-                try proto.writePing(payload: payload, into: &buffer, using: &rng)
-            } catch {
-                refused = true
-            }
-        }
-        if status == .overLimit {
-            throw .limitExceeded("outbound queue above its limit of \(configuration.outboundLimit) bytes",
-                                 closeCode: .tryAgainLater)
-        }
-        if refused { throw closedError() }
-    }
-
-    private func checkOpen() throws(SwitchboardError) {
-        if !isOpen { throw closedError() }
-    }
-
-    private func closedError() -> SwitchboardError {
-        if let error { return error }
-        if let s = closeStatus { return .closed(code: s.code, reason: s.reason) }
-        return .closed(code: .normalClosure, reason: "closing")
-    }
-
-    // MARK: Closing, asked by the application
-
-    /// Starts the close handshake (if not already started) and waits until the connection has
-    /// closed: as soon as the handshake completes (a client also waits for the server to close
-    /// TCP), and at most ``WebSocketConfiguration/closeTimeout`` after which TCP is dropped.
-    /// Messages still queued for the application stay readable; messages that arrive after our
-    /// close frame while the receive queue is above its high-water mark are dropped (RFC 6455
-    /// §7.1.4), so an application that stopped reading never stalls its own close.
-    /// Idempotent: later calls just wait for the same end.
-    public func close(code: WebSocketCloseCode = .normalClosure, reason: String = "") async {
-        startClose(code: code, reason: reason)
-        if transportClosed { return }
-        await withCheckedContinuation { closeWaiters.append($0) }
-    }
-
-    /// Starts the close handshake without waiting. If the peer's close is already in (held for
-    /// the application), this sends the reply instead.
-    func startClose(code: WebSocketCloseCode, reason: String) {
-        guard !transportClosed else { return }
-        switch proto.state {
-        case .closeReceived:
-            replyToClose()
-        case .open:
-            stopKeepalive()
-            _ = writeClose(code: code.isSendable ? code : .normalClosure, reason: reason)
-            // The peer's close must get through even if the application stopped reading.
-            channel.setReading(true)
-            closeTimer?.cancel()
-            closeTimer = loop.schedule(after: configuration.closeTimeout) { [weak self] in
-                self?.assumeIsolated { conn in
-                    conn.error = conn.error ?? .timedOut("close handshake")
-                    conn.channel.close()
-                    conn.transportDidClose()
-                }
-            }
-        case .closing, .closed:
-            break
-        }
-    }
-
-    /// Fails the connection from our side (e.g. a limit of this layer was exceeded).
-    private func fail(_ error: SwitchboardError, code: WebSocketCloseCode, reason: String) {
-        if self.error == nil { self.error = error }
-        if closeStatus == nil { closeStatus = WebSocketCloseStatus(code: code, reason: reason, error: nil) }
-        startClose(code: code, reason: reason)
-    }
-
-    /// Registers a callback run once when the connection has closed.
-    func onClose(_ handler: @escaping @Sendable (WebSocketCloseStatus) -> Void) {
-        if transportClosed {
-            handler(closeStatus ?? WebSocketCloseStatus(code: .abnormalClosure, reason: "", error: nil))
-        } else {
-            closeHandlers.append(handler)
-        }
-    }
-
-    /// Whether the connection is still open for sending (also after the peer's close, until our
-    /// reply is written).
-    public var isOpen: Bool { !transportClosed && proto.canSend }
-
-    /// Closes TCP at once, without a close handshake.
-    func abort() {
-        channel.close()
-        transportDidClose()
-    }
 }
 
 extension WebSocketConnection: SocketChannelDelegate {
@@ -639,28 +336,6 @@ extension WebSocketConnection: SocketChannelDelegate {
             let waiters = conn.sendWaiters
             conn.sendWaiters = []
             for w in waiters { w.resume() }
-        }
-    }
-}
-
-extension WebSocketMessage {
-    /// Payload size in bytes.
-    public var payloadCount: Int {
-        switch self {
-        case .text(let b), .binary(let b): return b.count
-        }
-    }
-
-    /// The text of a text message (nil for binary).
-    public var text: String? {
-        if case .text(let b) = self { return String(decoding: b, as: UTF8.self) }
-        return nil
-    }
-
-    /// The payload as `Data`.
-    public var data: Data {
-        switch self {
-        case .text(let b), .binary(let b): return Data(b)
         }
     }
 }

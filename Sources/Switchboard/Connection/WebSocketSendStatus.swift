@@ -6,8 +6,9 @@ public enum WebSocketSendStatus: Sendable, Equatable {
     /// Queued; the outbound queue is at or below its high-water mark.
     case queued
     /// Queued, and the outbound queue is now above its high-water mark
-    /// (``WebSocketConfiguration/outboundHighWaterMark``): the connection has stopped reading
-    /// the peer until the queue drains. Stop producing until then, or the next sends fail once
-    /// the queue passes ``WebSocketConfiguration/outboundLimit``.
+    /// (``WebSocketConfiguration/outboundHighWaterMark``): the peer is not keeping up. Stop
+    /// producing until the queue drains (a callback route's connection stops reading the peer
+    /// meanwhile), or the next `sendNow` fails once the queue passes
+    /// ``WebSocketConfiguration/outboundLimit``.
     case backpressure
 }

@@ -1,0 +1,114 @@
+import Foundation
+import Testing
+import SwitchboardCore
+@testable import Switchboard
+
+/// The server's limits hold for sockets that have not upgraded yet, and its endings are clean.
+@Suite("Server hardening: connection cap, handshake deadline, TLS close_notify, statistics")
+struct ServerHardeningTests {
+    static func server(_ configure: (inout WebSocketServerConfiguration) -> Void = { _ in }) -> WebSocketServer {
+        var config = WebSocketServerConfiguration(host: "127.0.0.1", port: 0)
+        config.loopCount = 1
+        configure(&config)
+        return WebSocketServer(configuration: config)
+    }
+
+    @Test func handshakesInProgressCountTowardMaxConnections() async throws {
+        let server = Self.server { $0.maxConnections = 2 }
+        server.route("/") { c in for await _ in c.messages() {} }
+        let port = try await server.start()
+        // Two sockets that never send their request hold both places.
+        let stalled = try [ServerRawSocket(port: port), ServerRawSocket(port: port)]
+        #expect(await serverEventually { server.counters.sockets.load(ordering: .relaxed) == 2 })
+        let third = try await onServerTestThread { () -> Int in
+            let s = try ServerRawSocket(port: port)
+            defer { s.close() }
+            try s.send(ServerRawSocket.upgradeRequest())
+            return try s.readHTTPResponse().status
+        }
+        #expect(third == 503)
+        // One stalled socket leaves: its place is free again.
+        stalled[0].close()
+        #expect(await serverEventually { server.counters.sockets.load(ordering: .relaxed) == 1 })
+        let fourth = try await onServerTestThread { () -> Int in
+            let s = try ServerRawSocket(port: port)
+            defer { s.close() }
+            try s.send(ServerRawSocket.upgradeRequest())
+            return try s.readHTTPResponse().status
+        }
+        #expect(fourth == 101)
+        stalled[1].close()
+        await server.shutdown()
+    }
+
+    @Test func authenticateIsBoundedByTheHandshakeTimeout() async throws {
+        let server = Self.server { $0.connection.handshakeTimeout = .milliseconds(200) }
+        let (release, releaser) = AsyncStream<Void>.makeStream()
+        server.route("/", authenticate: { _ in
+            for await _ in release {}          // a hook that never answers (until the test ends)
+            return .accept()
+        }) { c in for await _ in c.messages() {} }
+        let port = try await server.start()
+        let reply = try await onServerTestThread { () -> ServerRawSocket.HTTPReply in
+            let s = try ServerRawSocket(port: port, timeout: 30)
+            defer { s.close() }
+            try s.send(ServerRawSocket.upgradeRequest())
+            return try s.readHTTPResponse()
+        }
+        #expect(reply.status == 503)
+        let body = try JSONSerialization.jsonObject(with: Data(reply.body)) as? [String: [String: Any]]
+        #expect(body?["error"]?["code"] as? String == "timeout")
+        #expect(await serverEventually { server.counters.sockets.load(ordering: .relaxed) == 0 })
+        releaser.finish()
+        await server.shutdown()
+    }
+
+    @Test func tlsServerEndsWithCloseNotify() async throws {
+        let pki = try TestPKI.get()
+        let server = Self.server {
+            $0.tls = TLSServerConfiguration(certificateChainFile: pki.serverCertificate, privateKeyFile: pki.serverKey)
+        }
+        server.route("/") { c in for await _ in c.messages() {} }
+        let port = try await server.start()
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("Peers/tls_close_notify.py").path
+        let output = try await onServerTestThread { () -> String in
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            p.arguments = ["python3", script, "\(port)", pki.caCertificate]
+            let out = Pipe()
+            p.standardOutput = out
+            try p.run()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            p.waitUntilExit()
+            return String(decoding: data, as: UTF8.self)
+        }
+        let result = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any]
+        #expect(result?["status"] as? Int == 101, "\(output)")
+        #expect(result?["close"] as? Int == 1000, "\(output)")
+        #expect(result?["ending"] as? String == "close_notify", "\(output)")
+        await server.shutdown()
+    }
+
+    @Test func statisticsCountPayloadBytesInBothDirections() async throws {
+        let server = Self.server()
+        server.route("/") { c in
+            for await m in c.messages() { try? await c.send(m) }
+        }
+        let port = try await server.start()
+        let socket = SocketAdapter()
+        let messages = try await socket.connectMessages(to: try WebSocketURLEndpoint(url: "ws://127.0.0.1:\(port)/"))
+        var iterator = messages.makeAsyncIterator()
+        try await socket.send(text: "hello")                 // 5 bytes
+        _ = await iterator.next()
+        try await socket.send(binary: Data([1, 2, 3]))       // 3 bytes
+        _ = await iterator.next()
+        let stats = server.statistics
+        #expect(stats.messagesIn == 2)
+        #expect(stats.messagesOut == 2)
+        #expect(stats.bytesIn == 8)
+        #expect(stats.bytesOut == 8)
+        await socket.close()
+        await server.shutdown()
+    }
+}
