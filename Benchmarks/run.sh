@@ -18,7 +18,8 @@
 #
 # Settings (environment): RUNS=3 DURATION=1.5 (s measured) WARMUP=0.3 (s) HOLD_CONNS=10000
 # SERVERS="switchboard switchboard-tasks nio hummingbird python" SCENARIOS="<names below>"
-# OUT=<results dir>
+# OUT=<results dir> SWITCHBOARD_BIN=<folder with a release echo-server, e.g. another checkout's
+# .build/release, for before/after comparisons; default: this checkout's, built here>
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -70,12 +71,17 @@ if [ "$(ulimit -n)" -lt $((HOLD_CONNS + 100)) ]; then
 fi
 
 started=$(date +%s)
-say "building Switchboard's echo-server (release)"
-swift build -c release --package-path "$root" --product echo-server 2>&1 | tail -1
+if [ -n "${SWITCHBOARD_BIN:-}" ]; then
+    sbbin="$(cd "$SWITCHBOARD_BIN" && pwd)"
+    say "using the echo-server in $sbbin"
+else
+    say "building Switchboard's echo-server (release)"
+    swift build -c release --package-path "$root" --product echo-server 2>&1 | tail -1
+    sbbin="$root/.build/release"
+fi
 say "building the load generator, peers and micro benchmarks (release)"
 swift build -c release 2>&1 | tail -1
 bin="$here/.build/release"
-sbbin="$root/.build/release"
 say "builds took $(( $(date +%s) - started )) s"
 
 mkdir -p "$OUT"

@@ -23,8 +23,17 @@ public func frameFuzz(_ bytes: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
             } else {
                 reference = actions
             }
+            // Whatever happened, the application may still answer (open or close received), and
+            // writing the close then either starts the handshake or completes it.
             var out: [UInt8] = []
-            _ = try? machine.writeClose(code: .normalClosure, reason: "fuzz", into: &out, using: &rng)
+            let before = machine.state
+            let answered = (try? machine.writeMessage(.text, payload: [0x61], into: &out, using: &rng)) != nil
+            if answered != (before == .open || before == .closeReceived) { fatalError("send refused in state \(before)") }
+            let progress = try? machine.writeClose(code: .normalClosure, reason: "fuzz", into: &out, using: &rng)
+            switch (before, progress) {
+            case (.open, .waitingForPeer?), (.closeReceived, .complete?), (.closing, .alreadySent?), (.closed, .alreadySent?): break
+            default: fatalError("writeClose in state \(before) gave \(String(describing: progress))")
+            }
         }
     }
     return 0

@@ -99,9 +99,8 @@ public struct WebSocketProtocol: Sendable {
     ///
     /// When it returns `nil`, every byte up to `input.count` has been consumed; the caller may
     /// reuse its buffer. When it returns an action, call again with the same input and offset
-    /// until `nil`. `rng` supplies masking keys for frames the machine writes itself as a
-    /// client (pong, close reply, close on error). An `offset` outside `0...input.count` is
-    /// clamped into it.
+    /// until `nil`. `rng` supplies the masking keys of the pongs the machine serializes as a
+    /// client (`.sendPong`). An `offset` outside `0...input.count` is clamped into it.
     public mutating func nextAction<G: RandomNumberGenerator>(in input: UnsafeRawBufferPointer, offset: inout Int, using rng: inout G) -> WebSocketProtocolAction? {
         offset = min(max(offset, 0), input.count)
         if !pending.isEmpty { return pending.removeFirst() }
