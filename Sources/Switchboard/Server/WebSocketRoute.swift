@@ -9,12 +9,12 @@ public enum WebSocketAuthDecision: Sendable {
 
     /// `401` with the JSON error body `{"error":{"message","type","code"}}`.
     public static func unauthorized(_ message: String = "missing or invalid bearer token") -> Self {
-        .reject(.error(status: 401, message: message, type: "authentication_error", code: "unauthorized"))
+        .reject(.error(status: 401, message: message, type: .authentication, code: "unauthorized"))
     }
 
     /// `403` with the JSON error body.
     public static func forbidden(_ message: String = "forbidden") -> Self {
-        .reject(.error(status: 403, message: message, type: "permission_error", code: "forbidden"))
+        .reject(.error(status: 403, message: message, type: .permission, code: "forbidden"))
     }
 }
 
