@@ -103,3 +103,13 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
         }
     }
 }
+
+extension SocketAddress {
+    /// `host` without the brackets a URL puts around an IPv6 literal (`[::1]` → `::1`); any
+    /// other text, including a lone `[`, comes back unchanged. The one place that strips them,
+    /// for resolving, TLS server names and endpoints.
+    package static func hostWithoutBrackets(_ host: String) -> String {
+        guard host.hasPrefix("["), host.hasSuffix("]"), host.count >= 2 else { return host }
+        return String(host.dropFirst().dropLast())
+    }
+}
