@@ -82,18 +82,9 @@ extension WebSocketUpgradeRequest {
         if let auth = headers["authorization"] {
             let parts = auth.split(separator: " ", maxSplits: 1)
             if parts.count == 2, parts[0].lowercased() == "bearer" {
-                return String(parts[1]).trimmingWhitespace()
+                return HTTPSyntax.trimmingOWS(String(parts[1]))
             }
         }
         return head.queryItems.first(where: { $0.name == "token" })?.value
-    }
-}
-
-extension String {
-    func trimmingWhitespace() -> String {
-        var s = Substring(self)
-        while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
-        while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
-        return String(s)
     }
 }
