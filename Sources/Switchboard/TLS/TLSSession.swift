@@ -324,8 +324,6 @@ final class TLSSession {
         return String(cString: version)
     }
 
-    var isHandshakeComplete: Bool { handshakeComplete }
-
     // MARK: - Errors
 
     private func fail(_ error: TLSError) -> TLSError {
