@@ -1,6 +1,5 @@
 #if canImport(Glibc)
 import Glibc
-import CSwitchboardShims
 #elseif canImport(Musl)
 import Musl
 #endif
@@ -59,11 +58,7 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
     static func resolveBlocking(host: String, port: Int) throws(SwitchboardError) -> [SocketAddress] {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
-        #if canImport(Glibc)
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        #else
-        hints.ai_socktype = SOCK_STREAM
-        #endif
+        hints.ai_socktype = SystemConstants.streamSocket
         hints.ai_flags = AI_ADDRCONFIG
         var result: UnsafeMutablePointer<addrinfo>?
         // Bracketed IPv6 literals arrive without brackets here.

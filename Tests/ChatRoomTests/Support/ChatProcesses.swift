@@ -3,6 +3,8 @@ import Synchronization
 import Testing
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Musl)
+import Musl
 #endif
 
 struct TestFailure: Error, CustomStringConvertible {
