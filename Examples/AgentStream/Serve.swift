@@ -44,7 +44,7 @@ struct Serve: AsyncParsableCommand {
             guard let session = request.queryItems.first(where: { $0.name == "session_id" })?.value,
                   !session.isEmpty else {
                 return .reject(.error(status: 400, message: "missing session_id query parameter",
-                                      type: "invalid_request_error", code: "missing_session_id"))
+                                      type: .invalidRequest, code: "missing_session_id"))
             }
             return .accept(userInfo: ["session_id": session])
         }) { connection in

@@ -44,7 +44,7 @@ struct Serve: AsyncParsableCommand {
             case ("GET", "/healthz"):
                 return .json(status: 200, #"{"status":"ok"}"#)
             case (_, "/"):
-                return .error(status: 405, message: "method not allowed", type: "invalid_request_error", code: "method_not_allowed")
+                return .error(status: 405, message: "method not allowed", type: .invalidRequest, code: "method_not_allowed")
             default:
                 return nil
             }

@@ -26,7 +26,8 @@ public enum ChannelError: Error, Sendable, Equatable, CustomStringConvertible, L
 ///
 /// The request is `GET /v1/ws?session_id=<id>` with `Authorization: Bearer <token>`; the session
 /// id is percent-encoded with the RFC 3986 unreserved set. The token never appears in
-/// `description`, `debugDescription`, `String(reflecting:)`, `dump` or string interpolation.
+/// `description`, `debugDescription`, `String(reflecting:)`, `dump` or string interpolation;
+/// these show ``SocketEndpoint/redactedURL``, e.g. `ws://127.0.0.1:8090/v1/ws?session_id=a%20b`.
 public struct ChannelEndpoint: SocketEndpoint, CustomStringConvertible, CustomDebugStringConvertible,
     CustomReflectable {
     /// The request path of the channel.
@@ -64,8 +65,10 @@ public struct ChannelEndpoint: SocketEndpoint, CustomStringConvertible, CustomDe
         guard components.user == nil, components.password == nil else {
             throw .invalidBaseURL(reason: "user info is not allowed in the base URL (pass the token separately)")
         }
-        guard var host = components.host, !host.isEmpty else { throw .invalidBaseURL(reason: "missing host") }
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard let bracketedHost = components.host, !bracketedHost.isEmpty else {
+            throw .invalidBaseURL(reason: "missing host")
+        }
+        let host = SocketAddress.hostWithoutBrackets(bracketedHost)
         let path = components.percentEncodedPath
         guard path.isEmpty || path == "/" else {
             throw .invalidBaseURL(reason: "base URL must be host-only, but it has the path \"\(path)\" (the channel path \(Self.channelPath) is added for you)")
@@ -98,12 +101,6 @@ public struct ChannelEndpoint: SocketEndpoint, CustomStringConvertible, CustomDe
 
     /// Whether a bearer token is configured (the token itself is not exposed).
     public var hasToken: Bool { token != nil }
-
-    /// The URL without credentials, e.g. `ws://127.0.0.1:8090/v1/ws?session_id=a%20b`.
-    public var redactedURL: String {
-        let h = host.contains(":") ? "[\(host)]" : host
-        return "\(scheme.rawValue)://\(h):\(port)\(requestTarget)"
-    }
 
     public var description: String {
         "ChannelEndpoint(\(redactedURL), token: \(token == nil ? "none" : "<redacted>"))"

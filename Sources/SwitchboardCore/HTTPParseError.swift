@@ -43,9 +43,11 @@ public struct HTTPParseError: Error, Sendable, Equatable, CustomStringConvertibl
         }
     }
 
-    /// A `Connection: close` rejection carrying ``status`` and a JSON error body.
+    /// A `Connection: close` rejection carrying ``status`` and the JSON error body of
+    /// ``HTTPResponse/error(status:message:type:code:)`` (type `invalid_request_error`, code
+    /// e.g. `head_too_large`).
     public var response: HTTPResponse {
-        HTTPResponse.error(status: status, message: description, type: "invalid_request", code: code)
+        HTTPResponse.error(status: status, message: description, type: .invalidRequest, code: code)
     }
 
     private var code: String {

@@ -27,14 +27,17 @@ public struct HTTPResponse: Sendable, Equatable {
         HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: Array(jsonBody.utf8))
     }
 
-    /// An error response with the body `{"error":{"message":…,"type":…,"code":…}}`.
+    /// An error response with the body `{"error":{"message":…,"type":…,"code":…}}`: the one
+    /// builder of every rejection Switchboard sends (``HTTPParseError/response``,
+    /// ``WebSocketHandshakeError/response``, the server's own 403/404/408/503).
     ///
-    /// Strings are JSON-escaped (RFC 8259 §7): `"` and `\` are backslash-escaped, control
-    /// characters become `\n`, `\r`, `\t`, `\b`, `\f` or `\u00XX`. `code` is a string, or
-    /// `null` when `nil`.
-    public static func error(status: Int, message: String, type: String, code: String? = nil) -> HTTPResponse {
+    /// The body always has exactly these three keys. Strings are JSON-escaped (RFC 8259 §7):
+    /// `"` and `\` are backslash-escaped, control characters become `\n`, `\r`, `\t`, `\b`,
+    /// `\f` or `\u00XX`. `type` is one of ``HTTPErrorType``'s names (a string literal also
+    /// works); `code` is a machine-readable string (e.g. `bad_key`), or `null` when `nil`.
+    public static func error(status: Int, message: String, type: HTTPErrorType, code: String? = nil) -> HTTPResponse {
         let codeJSON = code.map(JSONString.quoted) ?? "null"
-        return json(status: status, "{\"error\":{\"message\":\(JSONString.quoted(message)),\"type\":\(JSONString.quoted(type)),\"code\":\(codeJSON)}}")
+        return json(status: status, "{\"error\":{\"message\":\(JSONString.quoted(message)),\"type\":\(JSONString.quoted(type.rawValue)),\"code\":\(codeJSON)}}")
     }
 
     /// The serialized response: status line, sanitized headers, `Content-Length` (except for

@@ -1,8 +1,9 @@
 /// Byte-level HTTP grammar helpers shared by the parsers, the header container and the
 /// handshake builders (RFC 9110 §5.1, §5.5, §5.6; RFC 9112 §2.2).
 ///
-/// Everything here is total: no input can make these functions trap.
-enum HTTPSyntax {
+/// Everything here is total: no input can make these functions trap. Package-visible only for
+/// the few helpers the I/O layer shares (``trimmingOWS(_:)``); the rest is internal.
+package enum HTTPSyntax {
     /// `tchar` (RFC 9110 §5.6.2): the characters allowed in a `token` such as a field name,
     /// a method or a subprotocol name.
     static func isTokenByte(_ byte: UInt8) -> Bool {
@@ -45,7 +46,7 @@ enum HTTPSyntax {
     static func isOWS(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
 
     /// `string` without leading and trailing SP/HTAB.
-    static func trimmingOWS(_ string: String) -> String {
+    package static func trimmingOWS(_ string: String) -> String {
         let utf8 = string.utf8
         guard let first = utf8.firstIndex(where: { !isOWS($0) }),
               let last = utf8.lastIndex(where: { !isOWS($0) })

@@ -61,7 +61,8 @@ public struct WebSocketHandshakeError: Error, Sendable, Equatable, CustomStringC
     }
 
     /// The HTTP rejection a server should send for this error, or `nil` for errors that only
-    /// happen on the client side or to the caller's own arguments.
+    /// happen on the client side or to the caller's own arguments. The body is the one of
+    /// ``HTTPResponse/error(status:message:type:code:)`` with type `invalid_request_error`.
     public var response: HTTPResponse? {
         let status: Int
         var headers = HTTPHeaders()
@@ -77,7 +78,8 @@ public struct WebSocketHandshakeError: Error, Sendable, Equatable, CustomStringC
         case .missingUpgrade, .missingConnectionUpgrade, .badVersion, .missingHost, .badKey, .badSubprotocol:
             status = 400
         }
-        var response = HTTPResponse.error(status: status, message: description, type: "invalid_websocket_upgrade", code: code)
+        var response = HTTPResponse.error(status: status, message: description, type: .invalidRequest,
+                                          code: code)
         for (name, value) in headers { response.headers.add(name: name, value: value) }
         return response
     }

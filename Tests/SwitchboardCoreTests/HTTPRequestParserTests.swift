@@ -216,6 +216,6 @@ struct HTTPParseErrorTests {
     @Test func responseCarriesAJSONBody() {
         let response = HTTPParseError.headTooLarge.response
         #expect(response.status == 431)
-        #expect(String(decoding: response.body, as: UTF8.self) == #"{"error":{"message":"HTTP head exceeds the size limit","type":"invalid_request","code":"head_too_large"}}"#)
+        #expect(String(decoding: response.body, as: UTF8.self) == #"{"error":{"message":"HTTP head exceeds the size limit","type":"invalid_request_error","code":"head_too_large"}}"#)
     }
 }

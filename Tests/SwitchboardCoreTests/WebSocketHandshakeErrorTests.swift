@@ -15,7 +15,7 @@ struct WebSocketHandshakeErrorTests {
         #expect(WebSocketHandshakeError.unsupportedWebSocketVersion.response?.headers["Sec-WebSocket-Version"] == "13")
         #expect(WebSocketHandshakeError.badMethod.response?.headers["Allow"] == "GET")
         let body = WebSocketHandshakeError.badKey.response.map { String(decoding: $0.body, as: UTF8.self) }
-        #expect(body == #"{"error":{"message":"Sec-WebSocket-Key must be base64 of 16 bytes","type":"invalid_websocket_upgrade","code":"bad_key"}}"#)
+        #expect(body == #"{"error":{"message":"Sec-WebSocket-Key must be base64 of 16 bytes","type":"invalid_request_error","code":"bad_key"}}"#)
     }
 
     @Test func clientSideErrorsHaveNoResponse() {

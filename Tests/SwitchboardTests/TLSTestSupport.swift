@@ -1,7 +1,8 @@
 import Foundation
 @testable import Switchboard
 
-/// Throwaway PKI generated once per test run with the `openssl` CLI (EC P-256 keys: fast).
+/// Throwaway PKI generated once per test run with the `openssl` CLI (EC P-256 keys: fast), in a
+/// temporary folder removed when the test process exits.
 struct TestPKI: Sendable {
     let directory: String
     var caCertificate: String { directory + "/ca.pem" }
@@ -28,7 +29,12 @@ struct TestPKI: Sendable {
     static func get() throws -> TestPKI { try shared.get() }
 
     private static func generate() throws(GenerationError) -> TestPKI {
-        let dir = NSTemporaryDirectory() + "switchboard-tls-\(UUID().uuidString)"
+        let dir: String
+        do {
+            dir = try TestTemporaryDirectory.make(prefix: "switchboard-tls").path
+        } catch {
+            throw GenerationError(description: "test PKI setup failed: \(error)")
+        }
         do {
             try FileManager.default.createDirectory(atPath: dir + "/cadir", withIntermediateDirectories: true)
             let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]

@@ -1,9 +1,9 @@
 #if canImport(Glibc)
 import Glibc
-import CSwitchboardShims
 #elseif canImport(Musl)
 import Musl
 #endif
+import CSwitchboardShims
 
 /// Waits for a non-blocking `connect` to finish (the socket turns writable). Loop-confined.
 final class ConnectWatcher: EventLoopIOHandler {
@@ -19,7 +19,7 @@ final class ConnectWatcher: EventLoopIOHandler {
     }
 
     func start() throws(SocketError) {
-        slot = try loop.register(fd: fd, events: EPOLLOUT.rawValue, handler: self)
+        slot = try loop.register(fd: fd, events: SystemConstants.epollOut, handler: self)
     }
 
     func handleIO(events: UInt32) {

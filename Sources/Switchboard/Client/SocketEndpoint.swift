@@ -47,6 +47,14 @@ extension SocketEndpoint {
     public var connectTimeout: Duration { .seconds(10) }
     public var configuration: WebSocketConfiguration { .default }
 
+    /// The URL for descriptions and logs: `ws[s]://host:port/path?query` with the value of every
+    /// secret query item (``URLRedaction``, e.g. `token=<redacted>`) hidden; IPv6 hosts in
+    /// brackets. Headers are never part of it.
+    public var redactedURL: String {
+        let bracketedHost = host.contains(":") ? "[\(host)]" : host
+        return URLRedaction.redacting("\(scheme.rawValue)://\(bracketedHost):\(port)\(requestTarget)")
+    }
+
     /// Path plus encoded query: what goes on the request line.
     public var requestTarget: String {
         var target = path.isEmpty ? "/" : path
@@ -98,63 +106,5 @@ public enum PercentEncoding {
             }
         }
         return out
-    }
-}
-
-/// A ready-made endpoint from a `ws://` or `wss://` URL.
-public struct WebSocketURLEndpoint: SocketEndpoint {
-    public var scheme: SocketScheme
-    public var host: String
-    public var port: Int
-    public var path: String
-    public var queryItems: [(name: String, value: String)]
-    public var headers: [(name: String, value: String)]
-    public var tls: TLSConfiguration
-    public var subprotocols: [String]
-    public var origin: String?
-    public var connectTimeout: Duration
-    public var configuration: WebSocketConfiguration
-
-    /// Parses `ws[s]://host[:port][/path][?query]`. The path and query are kept as written
-    /// (already encoded); add more with ``queryItems``.
-    public init(url: String, headers: [(name: String, value: String)] = [], tls: TLSConfiguration = .default,
-                subprotocols: [String] = [], origin: String? = nil, connectTimeout: Duration = .seconds(10),
-                configuration: WebSocketConfiguration = .default) throws(SwitchboardError) {
-        guard let components = URLComponents(string: url), let schemeText = components.scheme?.lowercased(),
-              let scheme = SocketScheme(rawValue: schemeText) else {
-            throw .invalidArgument("not a ws:// or wss:// URL: \(url)")
-        }
-        guard let host = components.host, !host.isEmpty else { throw .invalidArgument("URL has no host: \(url)") }
-        guard components.fragment == nil else { throw .invalidArgument("WebSocket URLs cannot have a fragment") }
-        self.scheme = scheme
-        self.host = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
-        self.port = components.port ?? (scheme == .wss ? 443 : 80)
-        let encodedPath = components.percentEncodedPath
-        let query = components.percentEncodedQuery
-        self.path = (encodedPath.isEmpty ? "/" : encodedPath) + (query.map { "?\($0)" } ?? "")
-        self.queryItems = []
-        self.headers = headers
-        self.tls = tls
-        self.subprotocols = subprotocols
-        self.origin = origin
-        self.connectTimeout = connectTimeout
-        self.configuration = configuration
-    }
-}
-
-extension WebSocketURLEndpoint: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
-    /// `ws[s]://host:port/path` and the header *names* only: header values (bearer tokens,
-    /// cookies) never appear in descriptions, logs or debugger output.
-    public var description: String {
-        let names = headers.map(\.name)
-        return "\(scheme.rawValue)://\(host):\(port)\(requestTarget)"
-            + (names.isEmpty ? "" : " headers: [\(names.joined(separator: ", "))] (values redacted)")
-    }
-
-    public var debugDescription: String { "WebSocketURLEndpoint(\(description))" }
-
-    public var customMirror: Mirror {
-        Mirror(self, children: ["url": "\(scheme.rawValue)://\(host):\(port)\(requestTarget)",
-                                "headerNames": headers.map(\.name)], displayStyle: .struct)
     }
 }

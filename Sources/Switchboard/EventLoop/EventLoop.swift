@@ -1,9 +1,9 @@
 #if canImport(Glibc)
 import Glibc
-import CSwitchboardShims
 #elseif canImport(Musl)
 import Musl
 #endif
+import CSwitchboardShims
 import Foundation
 import Synchronization
 
@@ -80,7 +80,7 @@ public final class EventLoop: @unchecked Sendable {
         readBuffer = .allocate(byteCount: Self.readBufferSize, alignment: 16)
         tlsPlaintextBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
         var event = epoll_event()
-        event.events = EPOLLIN.rawValue
+        event.events = SystemConstants.epollIn
         event.data.u64 = UInt64.max
         _ = epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event)
         let thread = Thread { [unowned self] in self.run() }

@@ -50,10 +50,6 @@ final class TopicRegistry: Sendable {
         state.withLock { $0.topics[topic]?.count ?? 0 }
     }
 
-    func topics(of connection: WebSocketConnection) -> Set<String> {
-        state.withLock { $0.byConnection[ObjectIdentifier(connection)] ?? [] }
-    }
-
     func subscribers(_ topic: String) -> [WebSocketConnection] {
         state.withLock { s in s.topics[topic].map { Array($0.values) } ?? [] }
     }

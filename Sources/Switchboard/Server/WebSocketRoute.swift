@@ -9,12 +9,12 @@ public enum WebSocketAuthDecision: Sendable {
 
     /// `401` with the JSON error body `{"error":{"message","type","code"}}`.
     public static func unauthorized(_ message: String = "missing or invalid bearer token") -> Self {
-        .reject(.error(status: 401, message: message, type: "authentication_error", code: "unauthorized"))
+        .reject(.error(status: 401, message: message, type: .authentication, code: "unauthorized"))
     }
 
     /// `403` with the JSON error body.
     public static func forbidden(_ message: String = "forbidden") -> Self {
-        .reject(.error(status: 403, message: message, type: "permission_error", code: "forbidden"))
+        .reject(.error(status: 403, message: message, type: .permission, code: "forbidden"))
     }
 }
 
@@ -82,18 +82,9 @@ extension WebSocketUpgradeRequest {
         if let auth = headers["authorization"] {
             let parts = auth.split(separator: " ", maxSplits: 1)
             if parts.count == 2, parts[0].lowercased() == "bearer" {
-                return String(parts[1]).trimmingWhitespace()
+                return HTTPSyntax.trimmingOWS(String(parts[1]))
             }
         }
         return head.queryItems.first(where: { $0.name == "token" })?.value
-    }
-}
-
-extension String {
-    func trimmingWhitespace() -> String {
-        var s = Substring(self)
-        while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
-        while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
-        return String(s)
     }
 }

@@ -1,19 +1,15 @@
 #if canImport(Glibc)
 import Glibc
-import CSwitchboardShims
 #elseif canImport(Musl)
 import Musl
 #endif
+import CSwitchboardShims
 
 /// Thin, non-throwing-on-EAGAIN wrappers over the POSIX socket calls the transport uses.
 enum Socket {
     /// A new non-blocking, close-on-exec TCP socket.
     static func makeTCP(family: Int32) throws(SocketError) -> Int32 {
-        #if canImport(Glibc)
-        let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
-        #else
-        let type = SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC
-        #endif
+        let type = SystemConstants.streamSocket | SystemConstants.nonBlockingSocket | SystemConstants.closeOnExecSocket
         let fd = socket(family, type, 0)
         guard fd >= 0 else { throw SocketError(errno: errno, operation: "socket") }
         return fd
@@ -34,7 +30,7 @@ enum Socket {
     static func connect(_ fd: Int32, to address: SocketAddress) throws(SocketError) -> ConnectResult {
         var storage = address.storage
         let rc = withUnsafePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, address.length) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { systemConnect(fd, $0, address.length) }
         }
         if rc == 0 { return .connected }
         let e = errno
@@ -88,7 +84,7 @@ enum Socket {
 
     static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
         while true {
-            let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
+            let n = systemRead(fd, buffer.baseAddress, buffer.count)
             if n > 0 { return .bytes(n) }
             if n == 0 { return .eof }
             let e = errno
@@ -110,11 +106,7 @@ enum Socket {
         }
     }
 
-    static func shutdownWrite(_ fd: Int32) {
-        _ = shutdown(fd, Int32(SHUT_WR))
-    }
-
     static func close(_ fd: Int32) {
-        _ = Glibc.close(fd)
+        systemClose(fd)
     }
 }

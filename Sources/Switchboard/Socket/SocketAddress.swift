@@ -1,6 +1,5 @@
 #if canImport(Glibc)
 import Glibc
-import CSwitchboardShims
 #elseif canImport(Musl)
 import Musl
 #endif
@@ -59,11 +58,7 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
     static func resolveBlocking(host: String, port: Int) throws(SwitchboardError) -> [SocketAddress] {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
-        #if canImport(Glibc)
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        #else
-        hints.ai_socktype = SOCK_STREAM
-        #endif
+        hints.ai_socktype = SystemConstants.streamSocket
         hints.ai_flags = AI_ADDRCONFIG
         var result: UnsafeMutablePointer<addrinfo>?
         // Bracketed IPv6 literals arrive without brackets here.
@@ -101,5 +96,15 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
                 }
             }
         }
+    }
+}
+
+extension SocketAddress {
+    /// `host` without the brackets a URL puts around an IPv6 literal (`[::1]` → `::1`); any
+    /// other text, including a lone `[`, comes back unchanged. The one place that strips them,
+    /// for resolving, TLS server names and endpoints.
+    package static func hostWithoutBrackets(_ host: String) -> String {
+        guard host.hasPrefix("["), host.hasSuffix("]"), host.count >= 2 else { return host }
+        return String(host.dropFirst().dropLast())
     }
 }

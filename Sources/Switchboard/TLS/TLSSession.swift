@@ -153,12 +153,8 @@ final class TLSSession {
 
     /// Strips URL brackets ("[::1]") and one trailing dot ("example.com.").
     static func normalizedHost(_ host: String) -> String {
-        var name = Substring(host)
-        if name.hasPrefix("["), name.hasSuffix("]"), name.count >= 2 {
-            name = name.dropFirst().dropLast()
-        }
-        if name.hasSuffix("."), name.count > 1 { name = name.dropLast() }
-        return String(name)
+        let name = SocketAddress.hostWithoutBrackets(host)
+        return name.hasSuffix(".") && name.count > 1 ? String(name.dropLast()) : name
     }
 
     /// The address text if `host` is an IPv4 or IPv6 literal (an IPv6 zone
@@ -327,8 +323,6 @@ final class TLSSession {
         guard handshakeComplete, let version = SSL_get_version(ssl) else { return nil }
         return String(cString: version)
     }
-
-    var isHandshakeComplete: Bool { handshakeComplete }
 
     // MARK: - Errors
 

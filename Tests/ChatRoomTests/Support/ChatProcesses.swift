@@ -3,6 +3,8 @@ import Synchronization
 import Testing
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Musl)
+import Musl
 #endif
 
 struct TestFailure: Error, CustomStringConvertible {
@@ -47,10 +49,9 @@ enum ChatPaths {
         ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date) ?? .distantPast
     }
 
+    /// A new empty folder, removed when the test process exits.
     static func tempDirectory() throws -> URL {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("chat-room-tests-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        return dir
+        try TestTemporaryDirectory.make(prefix: "chat-room-tests")
     }
 }
 

@@ -199,11 +199,7 @@ func collectLines(_ stream: AsyncStream<Data>, until terminator: String,
 
 /// A TCP port on 127.0.0.1 that nothing listens on (bound, then closed, by us).
 func interopClosedPort() throws -> Int {
-    #if canImport(Glibc)
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    #else
-    let fd = socket(AF_INET, SOCK_STREAM, 0)
-    #endif
+    let fd = socket(AF_INET, SystemConstants.streamSocket, 0)
     guard fd >= 0 else { throw InteropPeer.Failure(description: "socket() failed") }
     defer { close(fd) }
     var addr = sockaddr_in()

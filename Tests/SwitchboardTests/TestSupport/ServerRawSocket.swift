@@ -4,6 +4,7 @@ import Glibc
 import Musl
 #endif
 import Foundation
+@testable import Switchboard
 
 /// A blocking TCP client over plain POSIX calls, for the bytes no well-behaved WebSocket library
 /// will send (unmasked frames, invalid UTF-8, wrong versions, slow or huge heads). Use it only on
@@ -40,7 +41,7 @@ final class ServerRawSocket {
     /// Connects to 127.0.0.1:`port`; reads and writes time out after `timeout` seconds.
     /// `receiveBuffer` sets SO_RCVBUF before connecting (a small window for "slow" readers).
     init(port: Int, timeout: Double = 5, receiveBuffer: Int32? = nil) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        fd = socket(AF_INET, SystemConstants.streamSocket, 0)
         guard fd >= 0 else { throw Failure("socket: errno \(errno)") }
         if var size = receiveBuffer {
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
@@ -52,12 +53,12 @@ final class ServerRawSocket {
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
         let rc = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                systemConnect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
         if rc != 0 {
             let e = errno
-            Glibc.close(fd)
+            systemClose(fd)
             fd = -1
             throw Failure("connect: errno \(e)")
         }
@@ -72,7 +73,7 @@ final class ServerRawSocket {
     }
 
     func close() {
-        if fd >= 0 { Glibc.close(fd); fd = -1 }
+        if fd >= 0 { systemClose(fd); fd = -1 }
     }
 
     // MARK: Writing
@@ -80,7 +81,7 @@ final class ServerRawSocket {
     func send(_ bytes: [UInt8]) throws {
         var sent = 0
         while sent < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
+            let n = bytes.withUnsafeBytes { systemSend(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
             if n < 0 {
                 if errno == EINTR { continue }
                 throw Failure("send: errno \(errno)")

@@ -1,0 +1,62 @@
+/// URLs with their secrets hidden: the one rule behind every description, error message and log
+/// line that shows a URL or a request target.
+///
+/// A query value is a secret when its name, percent-decoded and compared case-insensitively, is
+/// one of `token`, `access_token`, `api_key`, `key`, `password`, `secret`, `auth`, or contains
+/// `token` (`refresh_token`, `tokenId`). Such values print as `<redacted>`; all other values
+/// (e.g. `session_id`) stay visible. The password of user info (`user:password@host`) is a
+/// secret too.
+///
+/// ```swift
+/// URLRedaction.redacting("/v1/ws?session_id=abc&token=s3cr3t")  // "/v1/ws?session_id=abc&token=<redacted>"
+/// ```
+public enum URLRedaction {
+    /// What a secret is replaced with.
+    public static let placeholder = "<redacted>"
+
+    private static let secretNames: Set<String> = [
+        "token", "access_token", "api_key", "key", "password", "secret", "auth",
+    ]
+
+    /// Whether the value of the query item `name` is a secret. `name` may be percent-encoded.
+    public static func isSecretQueryName(_ name: String) -> Bool {
+        let decoded = HTTPSyntax.asciiLowercased(HTTPRequestHead.percentDecode(Substring(name).utf8))
+        return secretNames.contains(decoded) || decoded.contains("token")
+    }
+
+    /// `url` (a full URL, or a request target such as `/path?a=1`) with the value of every secret
+    /// query item and any user-info password replaced by ``placeholder``. Everything else
+    /// (order and encoding of the other items, the fragment) is kept as written.
+    public static func redacting(_ url: String) -> String {
+        let unredacted = redactingPassword(url)
+        guard let question = unredacted.firstIndex(of: "?") else { return unredacted }
+        let start = unredacted.index(after: question)
+        let end = unredacted[start...].firstIndex(of: "#") ?? unredacted.endIndex
+        let items: [String] = unredacted[start..<end].split(separator: "&", omittingEmptySubsequences: false).map { item in
+            guard let equals = item.firstIndex(of: "="), isSecretQueryName(String(item[..<equals])) else {
+                return String(item)
+            }
+            return String(item[...equals]) + placeholder
+        }
+        return String(unredacted[...question]) + items.joined(separator: "&") + String(unredacted[end...])
+    }
+
+    /// `scheme://user:password@host…` → `scheme://user:<redacted>@host…`.
+    private static func redactingPassword(_ url: String) -> String {
+        let separator = "://"
+        var authorityStart: String.Index?
+        var i = url.startIndex
+        while i < url.endIndex, url[i] != "/", url[i] != "?", url[i] != "#" {
+            if url[i...].hasPrefix(separator) {
+                authorityStart = url.index(i, offsetBy: separator.count)
+                break
+            }
+            i = url.index(after: i)
+        }
+        guard let authorityStart else { return url }
+        let authority = url[authorityStart...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        guard let at = authority.lastIndex(of: "@"),
+              let colon = authority[..<at].firstIndex(of: ":") else { return url }
+        return String(url[...colon]) + placeholder + String(url[at...])
+    }
+}
