@@ -1,9 +1,9 @@
 #if canImport(Glibc)
 import Glibc
-import CSwitchboardShims
 #elseif canImport(Musl)
 import Musl
 #endif
+import CSwitchboardShims
 import SwitchboardCore
 
 /// Receives what a ``SocketChannel`` reads and how it ends. Called on the channel's loop only.
@@ -152,9 +152,9 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
     }
 
     private var interest: UInt32 {
-        var e: UInt32 = EPOLLRDHUP.rawValue
-        if reading && !peerClosedRead { e |= EPOLLIN.rawValue }
-        if waitingForWritable { e |= EPOLLOUT.rawValue }
+        var e: UInt32 = SystemConstants.epollRdHup
+        if reading && !peerClosedRead { e |= SystemConstants.epollIn }
+        if waitingForWritable { e |= SystemConstants.epollOut }
         return e
     }
 
@@ -365,14 +365,14 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
 
     func handleIO(events: UInt32) {
         guard !isClosed else { return }
-        if events & EPOLLOUT.rawValue != 0 {
+        if events & SystemConstants.epollOut != 0 {
             if tlsHandshakeDone { flushNow() } else { flushHandshakeCiphertext() }
             if isClosed { return }
         }
-        if events & (EPOLLIN.rawValue | EPOLLERR.rawValue | EPOLLHUP.rawValue | EPOLLRDHUP.rawValue) != 0 {
+        if events & (SystemConstants.epollIn | SystemConstants.epollErr | SystemConstants.epollHup | SystemConstants.epollRdHup) != 0 {
             if reading && !peerClosedRead {
                 readAvailable()
-            } else if events & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0 {
+            } else if events & (SystemConstants.epollErr | SystemConstants.epollHup) != 0 {
                 // Not reading (backpressure) but the socket died: report it.
                 let e = Socket.pendingError(fd)
                 fail(.io(SocketError(errno: e == 0 ? ECONNRESET : e, operation: "poll")))

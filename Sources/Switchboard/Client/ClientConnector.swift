@@ -49,9 +49,8 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
         } catch {
             throw SwitchboardError.invalidArgument(error.description)
         }
-        let resolveHost = options.host.hasPrefix("[") && options.host.hasSuffix("]")
-            ? String(options.host.dropFirst().dropLast()) : options.host
-        let addresses = try await SocketAddress.resolve(host: resolveHost, port: options.port)
+        let addresses = try await SocketAddress.resolve(host: SocketAddress.hostWithoutBrackets(options.host),
+                                                        port: options.port)
         try Task.checkCancellation()
         let loop = group.next()
         let connector = ClientConnector(loop: loop, options: options, handshake: handshake)

@@ -1,9 +1,9 @@
 #if canImport(Glibc)
 import Glibc
-import CSwitchboardShims
 #elseif canImport(Musl)
 import Musl
 #endif
+import CSwitchboardShims
 
 /// The listening socket: accepts every pending connection on readiness and hands each to
 /// `onAccept`. Loop-confined.
@@ -22,7 +22,7 @@ final class Listener: EventLoopIOHandler, @unchecked Sendable {
     }
 
     func start() throws(SocketError) {
-        slot = try loop.register(fd: fd, events: EPOLLIN.rawValue, handler: self)
+        slot = try loop.register(fd: fd, events: SystemConstants.epollIn, handler: self)
     }
 
     func handleIO(events: UInt32) {

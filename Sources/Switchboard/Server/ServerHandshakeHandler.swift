@@ -30,10 +30,10 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
             guard !done else { return }
             server.logger.debug("handshake timed out")
             if authenticating {
-                reject(HTTPResponse.error(status: 503, message: "authentication timed out", type: "overloaded_error",
+                reject(HTTPResponse.error(status: 503, message: "authentication timed out", type: .overloaded,
                                           code: "timeout"))
             } else {
-                reject(HTTPResponse.error(status: 408, message: "request timeout", type: "invalid_request_error",
+                reject(HTTPResponse.error(status: 408, message: "request timeout", type: .invalidRequest,
                                           code: "timeout"))
             }
         }
@@ -56,8 +56,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         do {
             result = try parser.parse(bytes)
         } catch {
-            reject(HTTPResponse.error(status: error.status, message: error.description,
-                                      type: "invalid_request_error", code: "bad_request"))
+            reject(error.response)
             return
         }
         guard case .complete(let head, let consumed) = result else { return }
@@ -74,24 +73,24 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
             kind = try WebSocketServerHandshake.classify(head)
         } catch {
             reject(error.response ?? HTTPResponse.error(status: 400, message: error.description,
-                                                         type: "invalid_request_error", code: "bad_request"))
+                                                         type: .invalidRequest, code: "bad_request"))
             return
         }
         switch kind {
         case .plainHTTP(let head):
             let response = server.httpHandler?(head)
-                ?? HTTPResponse.error(status: 404, message: "no route for \(head.path)", type: "not_found_error",
+                ?? HTTPResponse.error(status: 404, message: "no route for \(head.path)", type: .notFound,
                                       code: "not_found")
             reject(response)
         case .upgrade(let request):
             guard let route = server.route(for: request.path) else {
                 reject(HTTPResponse.error(status: 404, message: "no WebSocket route for \(request.path)",
-                                          type: "not_found_error", code: "not_found"))
+                                          type: .notFound, code: "not_found"))
                 return
             }
             if let allowed = server.configuration.allowedOrigins, let origin = request.origin,
                !allowed.contains(origin) {
-                reject(HTTPResponse.error(status: 403, message: "origin not allowed", type: "permission_error",
+                reject(HTTPResponse.error(status: 403, message: "origin not allowed", type: .permission,
                                           code: "origin_not_allowed"))
                 return
             }
@@ -125,7 +124,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         do {
             response = try WebSocketServerHandshake.acceptResponse(for: request, subprotocol: subprotocol)
         } catch {
-            reject(HTTPResponse.error(status: 400, message: error.description, type: "invalid_request_error",
+            reject(HTTPResponse.error(status: 400, message: error.description, type: .invalidRequest,
                                       code: "bad_request"))
             return
         }

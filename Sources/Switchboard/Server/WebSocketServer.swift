@@ -162,7 +162,7 @@ public final class WebSocketServer: Sendable {
                 server.counters.rejected.wrappingAdd(1, ordering: .relaxed)
                 do { try channel.activate() } catch { channel.close(); return }
                 channel.write(HTTPResponse.error(status: 503, message: "server at capacity or shutting down",
-                                                 type: "overloaded_error", code: "unavailable").bytes)
+                                                 type: .overloaded, code: "unavailable").bytes)
                 channel.closeAfterFlush(linger: server.configuration.connection.handshakeTimeout)
                 return
             }
