@@ -13,6 +13,16 @@ struct ServerHardeningTests {
         return WebSocketServer(configuration: config)
     }
 
+    /// Sends an upgrade request on a new socket and returns the server's HTTP answer.
+    static func upgrade(port: Int, timeout: Double = 5) async throws -> ServerRawSocket.HTTPReply {
+        try await onServerTestThread {
+            let s = try ServerRawSocket(port: port, timeout: timeout)
+            defer { s.close() }
+            try s.send(ServerRawSocket.upgradeRequest())
+            return try s.readHTTPResponse()
+        }
+    }
+
     @Test func handshakesInProgressCountTowardMaxConnections() async throws {
         let server = Self.server { $0.maxConnections = 2 }
         server.route("/") { c in for await _ in c.messages() {} }
@@ -20,23 +30,11 @@ struct ServerHardeningTests {
         // Two sockets that never send their request hold both places.
         let stalled = try [ServerRawSocket(port: port), ServerRawSocket(port: port)]
         #expect(await serverEventually { server.counters.sockets.load(ordering: .relaxed) == 2 })
-        let third = try await onServerTestThread { () -> Int in
-            let s = try ServerRawSocket(port: port)
-            defer { s.close() }
-            try s.send(ServerRawSocket.upgradeRequest())
-            return try s.readHTTPResponse().status
-        }
-        #expect(third == 503)
+        #expect(try await Self.upgrade(port: port).status == 503)
         // One stalled socket leaves: its place is free again.
         stalled[0].close()
         #expect(await serverEventually { server.counters.sockets.load(ordering: .relaxed) == 1 })
-        let fourth = try await onServerTestThread { () -> Int in
-            let s = try ServerRawSocket(port: port)
-            defer { s.close() }
-            try s.send(ServerRawSocket.upgradeRequest())
-            return try s.readHTTPResponse().status
-        }
-        #expect(fourth == 101)
+        #expect(try await Self.upgrade(port: port).status == 101)
         stalled[1].close()
         await server.shutdown()
     }
@@ -49,12 +47,7 @@ struct ServerHardeningTests {
             return .accept()
         }) { c in for await _ in c.messages() {} }
         let port = try await server.start()
-        let reply = try await onServerTestThread { () -> ServerRawSocket.HTTPReply in
-            let s = try ServerRawSocket(port: port, timeout: 30)
-            defer { s.close() }
-            try s.send(ServerRawSocket.upgradeRequest())
-            return try s.readHTTPResponse()
-        }
+        let reply = try await Self.upgrade(port: port, timeout: 30)
         #expect(reply.status == 503)
         let body = try JSONSerialization.jsonObject(with: Data(reply.body)) as? [String: [String: Any]]
         #expect(body?["error"]?["code"] as? String == "timeout")
@@ -109,6 +102,35 @@ struct ServerHardeningTests {
         #expect(stats.bytesIn == 8)
         #expect(stats.bytesOut == 8)
         await socket.close()
+        await server.shutdown()
+    }
+
+    @Test func publishQueuesTheSameFrameOnEverySubscriberAndRefusesInvalidText() async throws {
+        let server = Self.server()
+        server.route("/") { [server] c in
+            server.subscribe(c, to: "t")
+            for await _ in c.messages() {}
+        }
+        let port = try await server.start()
+        var streams: [AsyncStream<WebSocketMessage>] = []
+        var sockets: [SocketAdapter] = []
+        for _ in 0..<3 {
+            let socket = SocketAdapter()
+            streams.append(try await socket.connectMessages(to: try WebSocketURLEndpoint(url: "ws://127.0.0.1:\(port)/")))
+            sockets.append(socket)
+        }
+        #expect(await serverEventually { server.subscriberCount(of: "t") == 3 })
+        #expect(await server.publish(.text([0xC3, 0x28]), to: "t") == 0)     // not UTF-8: queued nowhere
+        #expect(await server.publish(text: "héllo", to: "t") == 3)
+        #expect(await server.publish(.binary([1, 2, 3]), to: "t") == 3)
+        for stream in streams {
+            var iterator = stream.makeAsyncIterator()
+            #expect(await iterator.next() == .text(Array("héllo".utf8)))
+            #expect(await iterator.next() == .binary([1, 2, 3]))
+        }
+        #expect(server.statistics.messagesOut == 6)
+        #expect(server.statistics.bytesOut == 3 * (6 + 3))
+        for socket in sockets { await socket.close() }
         await server.shutdown()
     }
 }

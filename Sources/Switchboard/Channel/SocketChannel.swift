@@ -194,13 +194,20 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         return outboundStatusAfterAppend()
     }
 
+    /// Appends whole frames already serialized (a topic's frame, shared by its subscribers): the
+    /// caller checked for room (``isWritable``), so exempt from ``limit``.
+    @discardableResult
+    func append(_ frames: UnsafeRawBufferPointer) -> OutboundStatus {
+        guard !isClosed else { return .queued }
+        queue.append(frames)
+        flushSoon()
+        return outboundStatusAfterAppend()
+    }
+
     /// Appends bytes (an HTTP response, a handshake request): exempt from ``limit``.
     @discardableResult
     func write(_ bytes: [UInt8]) -> OutboundStatus {
-        guard !isClosed else { return .queued }
-        bytes.withUnsafeBytes { queue.append($0) }
-        flushSoon()
-        return outboundStatusAfterAppend()
+        bytes.withUnsafeBytes { append($0) }
     }
 
     /// Queues a pong answering a ping. While the socket accepts nothing, the pong waits in the

@@ -97,18 +97,20 @@ extension WebSocketConnection {
         return try enqueue(message, exempt: false) == .queued ? .queued : .backpressure
     }
 
-    /// Queues a message without waiting, for fan-out (topics): a subscriber whose outbound queue
-    /// is above its high-water mark is closed with 1013 instead of growing its buffer or
-    /// blocking the publisher. Returns whether the message was queued.
-    @discardableResult
-    func trySend(_ opcode: WebSocketOpcode, _ payload: UnsafeRawBufferPointer) -> Bool {
-        guard isOpen else { return false }
+    /// Queues a data frame serialized once for every subscriber of a topic (server frames are
+    /// unmasked, so identical), without waiting: a subscriber whose outbound queue is above its
+    /// high-water mark is closed with 1013 instead of growing its buffer or blocking the
+    /// publisher. Returns whether the frame was queued.
+    func trySend(frame: UnsafeRawBufferPointer, payloadCount: Int) -> Bool {
+        guard role == .server, isOpen else { return false }
         if !channel.isWritable {
             counters?.slowConsumerClosed()
             startClose(code: .tryAgainLater, reason: "slow consumer")
             return false
         }
-        return (try? enqueue(opcode, payload, exempt: true)) != nil
+        channel.append(frame)
+        counters?.messageOut(bytes: payloadCount)
+        return true
     }
 
     /// Sends a ping with up to 125 bytes of payload.

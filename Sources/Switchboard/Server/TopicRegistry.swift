@@ -55,9 +55,20 @@ final class TopicRegistry: Sendable {
     }
 
     /// Queues `message` on every subscriber (except `excluded`); returns how many it was queued on.
+    ///
+    /// The frame is serialized (and text validated) once per publish: server frames are
+    /// unmasked, so every subscriber gets the same bytes. A text message that is not valid
+    /// UTF-8 is queued nowhere (0).
     func publish(_ message: WebSocketMessage, to topic: String, excluding excluded: WebSocketConnection?) async -> Int {
         let targets = subscribers(topic).filter { $0 !== excluded }
         guard !targets.isEmpty else { return 0 }
+        let (opcode, payload): (WebSocketOpcode, [UInt8]) = switch message {
+        case .text(let b): (.text, b)
+        case .binary(let b): (.binary, b)
+        }
+        if opcode == .text && !UTF8Validator.isValid(payload) { return 0 }
+        let frame = WebSocketFrameSerializer.frame(opcode: opcode, payload: payload, maskingKey: nil)
+        let payloadCount = payload.count
         // Group by loop: one hop per loop, not per subscriber.
         var byLoop: [ObjectIdentifier: (EventLoop, [WebSocketConnection])] = [:]
         for c in targets {
@@ -69,14 +80,12 @@ final class TopicRegistry: Sendable {
                 let (loop, conns) = entry
                 group.addTask(executorPreference: loop) {
                     var sent = 0
-                    let (opcode, payload): (WebSocketOpcode, [UInt8]) = switch message {
-                    case .text(let b): (.text, b)
-                    case .binary(let b): (.binary, b)
-                    }
-                    payload.withUnsafeBytes { buf in
+                    frame.withUnsafeBytes { buf in
                         // Safety: used synchronously on this loop thread only.
                         nonisolated(unsafe) let buf = buf
-                        for c in conns where c.assumeIsolated({ $0.trySend(opcode, buf) }) { sent += 1 }
+                        for c in conns where c.assumeIsolated({ $0.trySend(frame: buf, payloadCount: payloadCount) }) {
+                            sent += 1
+                        }
                     }
                     return sent
                 }
