@@ -17,6 +17,7 @@ struct EchoServer: AsyncParsableCommand {
     @Option(help: "PEM private key file.") var tlsKey: String?
     @Option(help: "Largest message accepted, in bytes.") var maxMessageSize = 16 << 20
     @Option(help: "Event loops (default: one per core).") var loops: Int?
+    @Option(help: "Seconds between keepalive pings (default 20; 0 turns keepalive off).") var pingInterval: Double?
     @Option(help: "Handler style: 'tasks' (a task per connection iterating messages()) or 'callbacks' (WebSocketCallbacks, no task per connection).")
     var api: API = .tasks
 
@@ -25,6 +26,7 @@ struct EchoServer: AsyncParsableCommand {
     func validate() throws {
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
         if maxMessageSize < 1 { throw ValidationError("--max-message-size must be positive") }
+        if let pingInterval, !(0...86_400).contains(pingInterval) { throw ValidationError("--ping-interval must be 0…86400 seconds") }
     }
 
     func run() async throws {
@@ -32,6 +34,9 @@ struct EchoServer: AsyncParsableCommand {
         config.connection.protocolLimits = WebSocketProtocolLimits(maxFrameSize: maxMessageSize,
                                                                    maxMessageSize: maxMessageSize)
         config.loopCount = loops
+        if let pingInterval {
+            config.connection.pingInterval = pingInterval > 0 ? .seconds(pingInterval) : nil
+        }
         if let tlsCert, let tlsKey {
             config.tls = TLSServerConfiguration(certificateChainFile: tlsCert, privateKeyFile: tlsKey)
         }

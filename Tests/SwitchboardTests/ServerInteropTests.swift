@@ -3,8 +3,10 @@ import Synchronization
 import Testing
 @testable import Switchboard
 
-/// Parent of every server interop/scale suite: serialized, so that the file-descriptor accounting
-/// of the scale test and the timing-sensitive cases (handshake timeout) don't see each other.
+/// Parent of every server interop, scale, resilience and flood suite: serialized, so that the
+/// file-descriptor accounting of the scale test, the memory measurements of the flood tests, the
+/// timing-sensitive cases (handshake timeout) and the CPU-heavy tests (thousands of connections,
+/// floods) never run at the same time as one another.
 @Suite(.serialized) enum ServerInterop {}
 
 /// Starts a server on 127.0.0.1:0, runs `body`, and shuts the server down even if `body` throws.

@@ -124,19 +124,20 @@ final class ServerRawSocket {
 
     /// Reads one HTTP response head and its `Content-Length` body.
     func readHTTPResponse() throws -> HTTPReply {
-        let terminator: [UInt8] = [13, 10, 13, 10]
-        var end: Int?
-        while end == nil {
-            if buffer.count >= 4 {
-                for i in 0...(buffer.count - 4) where buffer[i..<(i + 4)].elementsEqual(terminator) {
-                    end = i
-                    break
-                }
-            }
-            if end == nil, try !fill() { throw Failure("EOF before the end of the HTTP head (got \(buffer.count) bytes)") }
+        while true {
+            if let reply = try bufferedHTTPResponse() { return reply }
+            if try !fill() { throw Failure("EOF before the end of the HTTP response (got \(buffer.count) bytes)") }
         }
-        let head = String(decoding: buffer[0..<end!], as: UTF8.self)
-        buffer.removeFirst(end! + 4)
+    }
+
+    /// The HTTP response (head and `Content-Length` body) already read in whole, consumed; nil
+    /// while it is incomplete.
+    func bufferedHTTPResponse() throws -> HTTPReply? {
+        let terminator: [UInt8] = [13, 10, 13, 10]
+        guard buffer.count >= 4,
+              let end = (0...(buffer.count - 4)).first(where: { buffer[$0..<($0 + 4)].elementsEqual(terminator) })
+        else { return nil }
+        let head = String(decoding: buffer[0..<end], as: UTF8.self)
         var lines = head.components(separatedBy: "\r\n")
         let statusLine = lines.removeFirst().split(separator: " ")
         guard statusLine.count >= 2, let status = Int(statusLine[1]) else { throw Failure("bad status line: \(head)") }
@@ -145,40 +146,97 @@ final class ServerRawSocket {
             return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
         }
         var reply = HTTPReply(status: status, headers: headers, body: [])
-        if let length = reply.header("Content-Length").flatMap(Int.init) {
-            while buffer.count < length {
-                if try !fill() { throw Failure("EOF in the HTTP body") }
-            }
-            reply.body = Array(buffer[0..<length])
-            buffer.removeFirst(length)
-        }
+        let length = reply.header("Content-Length").flatMap(Int.init) ?? 0
+        guard buffer.count >= end + 4 + length else { return nil }
+        reply.body = Array(buffer[(end + 4)..<(end + 4 + length)])
+        buffer.removeFirst(end + 4 + length)
         return reply
     }
 
     /// Reads one (server, so unmasked) frame.
     func readFrame() throws -> Frame {
-        func need(_ n: Int) throws {
-            while buffer.count < n { if try !fill() { throw Failure("EOF inside a frame") } }
+        while true {
+            if let frame = try bufferedFrame() { return frame }
+            if try !fill() { throw Failure("EOF inside a frame") }
         }
-        try need(2)
+    }
+
+    /// The next (server, so unmasked) frame already read in whole, consumed; nil while it is
+    /// incomplete.
+    func bufferedFrame() throws -> Frame? {
+        guard buffer.count >= 2 else { return nil }
         let fin = buffer[0] & 0x80 != 0
         let opcode = buffer[0] & 0x0F
         guard buffer[1] & 0x80 == 0 else { throw Failure("server frame is masked") }
         var length = Int(buffer[1] & 0x7F)
         var headerLength = 2
         if length == 126 {
-            try need(4)
+            guard buffer.count >= 4 else { return nil }
             length = Int(buffer[2]) << 8 | Int(buffer[3])
             headerLength = 4
         } else if length == 127 {
-            try need(10)
+            guard buffer.count >= 10 else { return nil }
             length = buffer[2..<10].reduce(0) { $0 << 8 | Int($1) }
             headerLength = 10
         }
-        try need(headerLength + length)
+        guard buffer.count >= headerLength + length else { return nil }
         let payload = Array(buffer[headerLength..<(headerLength + length)])
         buffer.removeFirst(headerLength + length)
         return Frame(fin: fin, opcode: opcode, payload: payload)
+    }
+
+    // MARK: Many sockets at once
+
+    /// True once a non-blocking read (``fillAvailable()``) saw EOF or a reset.
+    private(set) var sawEOF = false
+
+    /// Reads what is available without waiting. Returns whether anything (bytes, EOF, or a reset,
+    /// which counts as EOF as in ``readsEOF()``) arrived.
+    func fillAvailable() throws -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 16 << 10)
+        var progressed = false
+        while !sawEOF {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, Int32(MSG_DONTWAIT)) }
+            if n > 0 { buffer += chunk[0..<n]; progressed = true; continue }
+            if n == 0 { sawEOF = true; return true }
+            if errno == EINTR { continue }
+            if errno == EAGAIN || errno == EWOULDBLOCK { break }
+            if errno == ECONNRESET { sawEOF = true; return true }
+            throw Failure("recv: errno \(errno)")
+        }
+        return progressed
+    }
+
+    /// Drives many sockets at once, in whatever order the server answers them: waits (poll) for
+    /// sockets with something to read, reads it (``fillAvailable()``), and calls `step` for each
+    /// socket not yet done until `step` returns true (done). `step` parses what was read
+    /// (``bufferedFrame()``, ``bufferedHTTPResponse()``, ``sawEOF``). Throws when no socket
+    /// receives anything for `stall`: a stuck server, not a slow one.
+    static func driveAll(_ sockets: [ServerRawSocket], stall: Duration,
+                         _ step: (Int, ServerRawSocket) throws -> Bool) throws {
+        // Only a socket that received something can change its step's answer.
+        var pending = try sockets.indices.filter { try !step($0, sockets[$0]) }
+        var lastProgress = ContinuousClock.now
+        while !pending.isEmpty {
+            var fds = pending.map { pollfd(fd: sockets[$0].fd, events: Int16(POLLIN), revents: 0) }
+            _ = poll(&fds, nfds_t(fds.count), 100)
+            var progressed = false
+            var stillPending: [Int] = []
+            stillPending.reserveCapacity(pending.count)
+            for (k, i) in pending.enumerated() {
+                if fds[k].revents != 0, try sockets[i].fillAvailable() {
+                    progressed = true
+                    if try step(i, sockets[i]) { continue }
+                }
+                stillPending.append(i)
+            }
+            pending = stillPending
+            if progressed {
+                lastProgress = .now
+            } else if ContinuousClock.now - lastProgress >= stall {
+                throw Failure("\(pending.count) of \(sockets.count) sockets received nothing for \(stall)")
+            }
+        }
     }
 
     /// Reads frames until a close frame (returned) — skipping data frames.
