@@ -5,7 +5,10 @@
 /// after every ``tick(now:)``, arm the timer for ``nextDeadline`` (nil: nothing to wait for).
 ///
 /// - A ping goes out every `interval`, unless the previous one is still unanswered.
-/// - A ping unanswered after `timeout` gives ``Action/timedOut``: the peer is gone.
+/// - A ping unanswered after `timeout` gives ``Action/timedOut``: the peer is gone. Unless we
+///   were not reading the peer then (backpressure: its pong may be waiting unread in our
+///   socket): the wait for the pong starts again instead, so a slow but live peer is never
+///   taken for a dead one.
 /// - A pong whose payload matches the outstanding ping answers it (its round-trip time is
 ///   returned); other pongs are unsolicited heartbeats (§5.5.3) and ignored.
 ///
@@ -26,7 +29,9 @@ public struct WebSocketKeepalive: Sendable, Equatable {
     public let timeout: UInt64
 
     private var nextPingAt: UInt64?
-    private var outstanding: (payload: [UInt8], sentAt: UInt64)?
+    /// The ping waiting for its pong: payload, when it was sent (for the round-trip time), and
+    /// when its pong is due.
+    private var outstanding: (payload: [UInt8], sentAt: UInt64, pongDue: UInt64)?
     private var counter: UInt64 = 0
 
     /// - Parameters:
@@ -40,6 +45,7 @@ public struct WebSocketKeepalive: Sendable, Equatable {
     public static func == (a: Self, b: Self) -> Bool {
         a.interval == b.interval && a.timeout == b.timeout && a.nextPingAt == b.nextPingAt
             && a.outstanding?.payload == b.outstanding?.payload && a.outstanding?.sentAt == b.outstanding?.sentAt
+            && a.outstanding?.pongDue == b.outstanding?.pongDue
             && a.counter == b.counter
     }
 
@@ -57,7 +63,7 @@ public struct WebSocketKeepalive: Sendable, Equatable {
     /// When the caller must call ``tick(now:)`` next, or nil when nothing is scheduled.
     public var nextDeadline: UInt64? {
         guard let nextPingAt else { return nil }
-        if let outstanding { return min(nextPingAt, outstanding.sentAt &+ timeout) }
+        if let outstanding { return min(nextPingAt, outstanding.pongDue) }
         return nextPingAt
     }
 
@@ -66,9 +72,16 @@ public struct WebSocketKeepalive: Sendable, Equatable {
 
     /// Advances to `now`: returns the action due, if any. Call when the timer fires (early or
     /// late calls are fine: nothing is due before its deadline).
-    public mutating func tick(now: UInt64) -> Action? {
+    ///
+    /// - Parameter reading: whether the caller is reading the peer's frames at this moment.
+    ///   When it is not, an overdue pong restarts its wait instead of timing out.
+    public mutating func tick(now: UInt64, reading: Bool = true) -> Action? {
         guard let due = nextPingAt else { return nil }
-        if let outstanding, now &- outstanding.sentAt >= timeout, now >= outstanding.sentAt {
+        if let ping = outstanding, now >= ping.pongDue {
+            guard reading else {
+                outstanding?.pongDue = now &+ timeout
+                return nil
+            }
             stop()
             return .timedOut
         }
@@ -77,7 +90,7 @@ public struct WebSocketKeepalive: Sendable, Equatable {
         guard outstanding == nil else { return nil }
         counter &+= 1
         let payload = withUnsafeBytes(of: counter.bigEndian) { Array($0) }
-        outstanding = (payload, now)
+        outstanding = (payload, now, now &+ timeout)
         return .sendPing(payload)
     }
 

@@ -71,4 +71,24 @@ struct WebSocketKeepaliveTests {
         #expect(k.nextDeadline == nil)
         #expect(k.tick(now: 60 * Self.second) == nil)
     }
+
+    @Test func anOverduePongWhileNotReadingRestartsItsWaitInsteadOfTimingOut() {
+        var k = started()
+        guard case .sendPing(let payload)? = k.tick(now: 20 * Self.second) else {
+            Issue.record("expected a ping")
+            return
+        }
+        // Backpressure: we are not reading the peer when the pong is due.
+        #expect(k.tick(now: 30 * Self.second, reading: false) == nil)
+        #expect(k.isAwaitingPong)
+        #expect(k.nextDeadline == 40 * Self.second)
+        // Reading again: the pong that was waiting arrives.
+        #expect(k.receivedPong(payload, now: 35 * Self.second) == 15 * Self.second)
+        // Or, had it not: a full timeout after the restart, the peer is declared dead.
+        var dead = started()
+        _ = dead.tick(now: 20 * Self.second)
+        _ = dead.tick(now: 30 * Self.second, reading: false)
+        #expect(dead.tick(now: 40 * Self.second - 1) == nil)
+        #expect(dead.tick(now: 40 * Self.second) == .timedOut)
+    }
 }

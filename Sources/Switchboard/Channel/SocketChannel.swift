@@ -80,6 +80,8 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
     /// peer stuck for minutes) gets here.
     static let pingFloodLimit = 16
     private var reading: Bool { !inboundPaused && !outboundPaused }
+    /// Whether the socket is being read now (neither side has stopped it).
+    var isReading: Bool { reading && !isClosed }
     private var waitingForWritable = false
     private var flushScheduled = false
     private var closeWhenFlushed = false

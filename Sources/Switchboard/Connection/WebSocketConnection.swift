@@ -283,7 +283,7 @@ public actor WebSocketConnection {
 
     private func keepaliveTick() {
         guard !transportClosed, proto.state == .open, var machine = keepalive else { return }
-        let action = machine.tick(now: EventLoop.now())
+        let action = machine.tick(now: EventLoop.now(), reading: channel.isReading)
         keepalive = machine
         switch action {
         case .sendPing(let payload)?:
