@@ -360,6 +360,24 @@ public struct WebSocketProtocol: Sendable {
         writeFrame(opcode, payload: payload, into: &buffer, using: &rng)
     }
 
+    /// Server role: appends only the header of a data message to `buffer`, after the same checks
+    /// as ``writeMessage(_:payload:into:using:)``; the caller sends `payload` itself right after
+    /// it. Server frames are unmasked (§5.1), so a large payload can go to the socket as it is,
+    /// without being copied into the buffer.
+    ///
+    /// - Throws: as ``writeMessage(_:payload:into:using:)``, and `.invalidArgument` as a client
+    ///   (its payload must be masked: use ``writeMessage(_:payload:into:using:)``).
+    public mutating func writeMessageHeader(_ opcode: WebSocketOpcode, payload: UnsafeRawBufferPointer, into buffer: inout [UInt8]) throws(WebSocketStateError) {
+        guard role == .server, opcode == .text || opcode == .binary else { throw .invalidArgument }
+        if opcode == .text {
+            var validator = UTF8Validator()
+            guard validator.validate(payload) && validator.isComplete else { throw .invalidArgument }
+        }
+        guard canSend else { throw .notOpen }
+        WebSocketFrameSerializer.writeHeader(WebSocketFrameHeader(fin: true, opcode: opcode, maskingKey: nil,
+                                                                  payloadLength: UInt64(payload.count)), into: &buffer)
+    }
+
     /// True while frames other than our close may still be written: `.open` and `.closeReceived`.
     public var canSend: Bool { state == .open || state == .closeReceived }
 

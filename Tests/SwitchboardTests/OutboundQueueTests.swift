@@ -6,11 +6,19 @@ private struct Sink {
     var capacity: Int
     var written: [UInt8] = []
 
-    mutating func take(_ piece: UnsafeRawBufferPointer) -> OutboundQueue.WriteOutcome {
-        let n = min(piece.count, capacity)
-        written += piece.prefix(n)
-        capacity -= n
-        return .written(n)
+    var calls = 0
+
+    mutating func take(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer) -> OutboundQueue.WriteOutcome {
+        calls += 1
+        var total = 0
+        for piece in [first, second] {
+            let n = min(piece.count, capacity)
+            written += piece.prefix(n)
+            capacity -= n
+            total += n
+            if n < piece.count { break }
+        }
+        return .written(total)
     }
 }
 
@@ -22,7 +30,7 @@ struct OutboundQueueTests {
         [UInt8]([4, 5]).withUnsafeBytes { q.append($0) }
         #expect(q.count == 5)
         var sink = Sink(capacity: 100)
-        #expect(q.drain { sink.take($0) } == .empty)
+        #expect(q.drain { sink.take($0, $1) } == .empty)
         #expect(sink.written == [1, 2, 3, 4, 5])
         #expect(q.isEmpty)
     }
@@ -31,10 +39,10 @@ struct OutboundQueueTests {
         var q = OutboundQueue()
         q.append { $0 += Array(0..<10) }
         var sink = Sink(capacity: 4)
-        #expect(q.drain { sink.take($0) } == .blocked)
+        #expect(q.drain { sink.take($0, $1) } == .blocked)
         #expect(q.count == 6)
         sink.capacity = 100
-        #expect(q.drain { sink.take($0) } == .empty)
+        #expect(q.drain { sink.take($0, $1) } == .empty)
         #expect(sink.written == Array(0..<10))
     }
 
@@ -50,7 +58,7 @@ struct OutboundQueueTests {
         #expect(r3)
         #expect(q.count == 6)
         var sink = Sink(capacity: 100)
-        #expect(q.drain { sink.take($0) } == .empty)
+        #expect(q.drain { sink.take($0, $1) } == .empty)
         // The pong keeps the place of the first one: between the frames around it.
         #expect(sink.written == [1, 1, 0xC, 3, 2, 2])
     }
@@ -59,7 +67,7 @@ struct OutboundQueueTests {
         var q = OutboundQueue()
         q.append { $0 += Array(repeating: 7, count: 1000) }
         var sink = Sink(capacity: 10)
-        #expect(q.drain { sink.take($0) } == .blocked)
+        #expect(q.drain { sink.take($0, $1) } == .blocked)
         for i in 0..<100_000 { q.setPong([0x8A, 4] + withUnsafeBytes(of: UInt32(i)) { Array($0) }) }
         #expect(q.count == 990 + 6)
         #expect(q.holdsPong)
@@ -69,19 +77,60 @@ struct OutboundQueueTests {
         var q = OutboundQueue()
         q.setPong([0x8A, 3, 1, 2, 3])
         var sink = Sink(capacity: 2)
-        #expect(q.drain { sink.take($0) } == .blocked)
+        #expect(q.drain { sink.take($0, $1) } == .blocked)
         #expect(!q.holdsPong)
         let r4 = q.setPong([0x8A, 1, 9])
         #expect(!r4)          // a new slot, after the rest of the first
         sink.capacity = 100
-        #expect(q.drain { sink.take($0) } == .empty)
+        #expect(q.drain { sink.take($0, $1) } == .empty)
         #expect(sink.written == [0x8A, 3, 1, 2, 3, 0x8A, 1, 9])
     }
 
     @Test func aFailingWriterStopsDraining() {
         var q = OutboundQueue()
         q.append { $0 += [1, 2] }
-        #expect(q.drain { _ in .failed } == .failed)
+        #expect(q.drain { _, _ in .failed } == .failed)
         #expect(q.count == 2)
+    }
+
+    @Test func aPayloadByReferenceGoesAfterItsHeaderInOneWrite() {
+        var q = OutboundQueue()
+        q.append { $0 += [0x82, 4] }
+        q.appendReference([1, 2, 3, 4])
+        #expect(q.count == 6)
+        var sink = Sink(capacity: 100)
+        #expect(q.drain { sink.take($0, $1) } == .empty)
+        #expect(sink.written == [0x82, 4, 1, 2, 3, 4])
+        #expect(sink.calls == 1)
+        #expect(q.isEmpty)
+    }
+
+    @Test func partialWritesAcrossHeaderAndReferenceKeepTheOrder() {
+        var q = OutboundQueue()
+        q.append { $0 += [0x82, 4] }
+        q.appendReference([1, 2, 3, 4])
+        var sink = Sink(capacity: 3)
+        #expect(q.drain { sink.take($0, $1) } == .blocked)
+        #expect(q.count == 3)
+        sink.capacity = 1
+        #expect(q.drain { sink.take($0, $1) } == .blocked)
+        sink.capacity = 100
+        #expect(q.drain { sink.take($0, $1) } == .empty)
+        #expect(sink.written == [0x82, 4, 1, 2, 3, 4])
+    }
+
+    @Test func whatIsQueuedBehindAReferenceGoesAfterIt() {
+        var q = OutboundQueue()
+        q.append { $0 += [0x82, 3] }
+        q.appendReference([1, 2, 3])
+        var sink = Sink(capacity: 3)                 // header and the first payload byte
+        #expect(q.drain { sink.take($0, $1) } == .blocked)
+        q.append { $0 += [0x81, 1, 65] }             // copies the rest of the payload in first
+        q.setPong([0x8A, 0])
+        q.append { $0 += [0x82, 2] }
+        q.appendReference([7, 8])
+        sink.capacity = 100
+        #expect(q.drain { sink.take($0, $1) } == .empty)
+        #expect(sink.written == [0x82, 3, 1, 2, 3, 0x81, 1, 65, 0x8A, 0, 0x82, 2, 7, 8])
     }
 }

@@ -206,6 +206,18 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         return outboundStatusAfterAppend()
     }
 
+    /// Appends a frame whose payload is held by reference, not copied: `header` writes its
+    /// header, `payload` follows it on the wire. Same rules as ``append(exempt:_:)``.
+    @discardableResult
+    func append<E: Error>(exempt: Bool, header: (inout [UInt8]) throws(E) -> Void, payload: [UInt8]) throws(E) -> OutboundStatus {
+        if !exempt && pendingByteCount > limit { return .overLimit }
+        guard !isClosed else { return .queued }
+        try queue.append(header)
+        queue.appendReference(payload)
+        flushSoon()
+        return outboundStatusAfterAppend()
+    }
+
     /// Appends bytes (an HTTP response, a handshake request): exempt from ``limit``.
     @discardableResult
     func write(_ bytes: [UInt8]) -> OutboundStatus {
@@ -275,8 +287,8 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         } else {
             let fd = self.fd
             var failure: Int32 = 0
-            let result = queue.drain { piece in
-                switch Socket.write(fd, piece) {
+            let result = queue.drain { first, second in
+                switch Socket.write(fd, first, second) {
                 case .bytes(let n): return .written(n)
                 case .wouldBlock, .eof: return .written(0)
                 case .failed(let e):
@@ -316,16 +328,21 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
             }
             var encrypted = 0
             var tlsError: TLSError?
-            _ = queue.drain { piece in
-                guard encrypted < Self.tlsBatch else { return .written(0) }
-                do throws(TLSError) {
-                    let n = try tls.writePlaintext(UnsafeRawBufferPointer(rebasing: piece.prefix(Self.tlsBatch - encrypted)))
-                    encrypted += n
-                    return .written(n)
-                } catch {
-                    tlsError = error
-                    return .failed
+            _ = queue.drain { first, second in
+                var taken = 0
+                for piece in [first, second] where piece.count > 0 {
+                    guard encrypted < Self.tlsBatch else { break }
+                    do throws(TLSError) {
+                        let n = try tls.writePlaintext(UnsafeRawBufferPointer(rebasing: piece.prefix(Self.tlsBatch - encrypted)))
+                        encrypted += n
+                        taken += n
+                        if n < piece.count { break }
+                    } catch {
+                        tlsError = error
+                        return .failed
+                    }
                 }
+                return .written(taken)
             }
             if let tlsError {
                 fail(.tls(tlsError.description))

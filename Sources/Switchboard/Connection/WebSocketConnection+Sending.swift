@@ -44,30 +44,46 @@ extension WebSocketConnection {
         try checkOpen()
     }
 
+    /// Payloads from this size up are queued by reference by a server (its frames are unmasked):
+    /// the array goes to the socket as it is, instead of being copied behind its header.
+    static let byReferenceThreshold = 16 << 10
+
     private func enqueue(_ message: WebSocketMessage, exempt: Bool) throws(SwitchboardError) -> OutboundStatus {
-        switch message {
-        case .text(let b):
-            return try b.withUnsafeBytes { buf in
-                Result { () throws(SwitchboardError) in try enqueue(.text, buf, exempt: exempt) }
-            }.get()
-        case .binary(let b):
-            return try b.withUnsafeBytes { buf in
-                Result { () throws(SwitchboardError) in try enqueue(.binary, buf, exempt: exempt) }
-            }.get()
+        let (opcode, bytes): (WebSocketOpcode, [UInt8]) = switch message {
+        case .text(let b): (.text, b)
+        case .binary(let b): (.binary, b)
         }
+        let reference = role == .server && bytes.count >= Self.byReferenceThreshold ? bytes : nil
+        return try bytes.withUnsafeBytes { buf in
+            Result { () throws(SwitchboardError) in try enqueue(opcode, buf, reference: reference, exempt: exempt) }
+        }.get()
     }
 
     /// Frames one message into the outbound queue. `exempt`: the sender already waited for room
     /// (so the queue holds at most the high-water mark plus this message); otherwise the queue's
-    /// hard ``WebSocketConfiguration/outboundLimit`` applies.
-    private func enqueue(_ opcode: WebSocketOpcode, _ payload: UnsafeRawBufferPointer,
+    /// hard ``WebSocketConfiguration/outboundLimit`` applies. `reference`: the payload's own
+    /// array, queued after a header instead of copied (server role).
+    private func enqueue(_ opcode: WebSocketOpcode, _ payload: UnsafeRawBufferPointer, reference: [UInt8]? = nil,
                          exempt: Bool) throws(SwitchboardError) -> OutboundStatus {
         var refused: WebSocketStateError?
-        let status = channel.append(exempt: exempt) { buffer in
+        let status: OutboundStatus
+        if let reference {
+            // A refused header throws out of the append, so the payload is never queued alone.
             do throws(WebSocketStateError) {
-                try proto.writeMessage(opcode, payload: payload, into: &buffer, using: &rng)
+                status = try channel.append(exempt: exempt, header: { (buffer: inout [UInt8]) throws(WebSocketStateError) in
+                    try proto.writeMessageHeader(opcode, payload: payload, into: &buffer)
+                }, payload: reference)
             } catch {
                 refused = error
+                status = .queued
+            }
+        } else {
+            status = channel.append(exempt: exempt) { buffer in
+                do throws(WebSocketStateError) {
+                    try proto.writeMessage(opcode, payload: payload, into: &buffer, using: &rng)
+                } catch {
+                    refused = error
+                }
             }
         }
         if status == .overLimit {

@@ -106,6 +106,27 @@ enum Socket {
         }
     }
 
+    /// Writes `first` then `second` with one `sendmsg` (`MSG_NOSIGNAL`, like ``write(_:_:)``).
+    static func write(_ fd: Int32, _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer) -> IOResult {
+        guard second.count > 0 else { return write(fd, first) }
+        guard first.count > 0 else { return write(fd, second) }
+        var vectors = (iovec(iov_base: UnsafeMutableRawPointer(mutating: first.baseAddress), iov_len: first.count),
+                       iovec(iov_base: UnsafeMutableRawPointer(mutating: second.baseAddress), iov_len: second.count))
+        return withUnsafeMutableBytes(of: &vectors) { raw in
+            var message = msghdr()
+            message.msg_iov = raw.baseAddress?.assumingMemoryBound(to: iovec.self)
+            message.msg_iovlen = 2
+            while true {
+                let n = sendmsg(fd, &message, Int32(MSG_NOSIGNAL))
+                if n >= 0 { return .bytes(n) }
+                let e = errno
+                if e == EINTR { continue }
+                if e == EAGAIN || e == EWOULDBLOCK { return .wouldBlock }
+                return .failed(e)
+            }
+        }
+    }
+
     static func close(_ fd: Int32) {
         systemClose(fd)
     }
