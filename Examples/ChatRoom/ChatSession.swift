@@ -10,9 +10,11 @@ struct ChatSession {
     let store: HistoryStore
     /// Rooms this connection has joined → its user name there.
     private var joined: [String: String] = [:]
-    private var limiter = RateLimiter()
+    private var limiter: RateLimiter
 
-    init(connection: WebSocketConnection, server: WebSocketServer, directory: RoomDirectory, store: HistoryStore) {
+    init(connection: WebSocketConnection, server: WebSocketServer, directory: RoomDirectory, store: HistoryStore,
+         limiter: RateLimiter = RateLimiter()) {
+        self.limiter = limiter
         self.connection = connection
         self.server = server
         self.directory = directory

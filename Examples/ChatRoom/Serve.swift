@@ -13,10 +13,14 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Require this bearer token (Authorization header or ?token=). Default: $CHAT_TOKEN.") var token: String?
     @Option(help: "PEM certificate chain file (enables https/wss).") var tlsCert: String?
     @Option(help: "PEM private key file.") var tlsKey: String?
+    @Option(help: "Lines per second each connection may send, on average (token-bucket refill rate).") var rate: Double = 20
+    @Option(help: "Lines a connection may send at once before the rate applies (token-bucket size).") var burst: Double = 40
 
     func validate() throws {
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
         if !(0...65535).contains(port) { throw ValidationError("--port must be 0...65535") }
+        if !(rate > 0 && rate.isFinite) { throw ValidationError("--rate must be a positive number") }
+        if !(burst >= 1 && burst.isFinite) { throw ValidationError("--burst must be at least 1") }
     }
 
     func run() async throws {
@@ -61,7 +65,8 @@ struct Serve: AsyncParsableCommand {
             authenticate = nil
         }
         server.route("/v1/ws", authenticate: authenticate) { connection in
-            var session = ChatSession(connection: connection, server: server, directory: directory, store: store)
+            var session = ChatSession(connection: connection, server: server, directory: directory, store: store,
+                                      limiter: RateLimiter(ratePerSecond: rate, burst: burst))
             await session.run()
         }
 
