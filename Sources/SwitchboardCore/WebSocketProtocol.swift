@@ -62,6 +62,8 @@ public struct WebSocketProtocol: Sendable {
     /// The data message in progress: `.text` or `.binary`, or nil between messages.
     private var messageOpcode: WebSocketOpcode?
     private var messageBuffer: [UInt8] = []
+    /// Storage offered with ``recycle(_:)`` for a later message's payload.
+    private var recycledStorage: [UInt8] = []
     /// Largest up-front reservation for an announced frame (beyond it the buffer grows as
     /// bytes arrive).
     static let reservationCap = 1 << 20
@@ -93,6 +95,24 @@ public struct WebSocketProtocol: Sendable {
     }
 
     // MARK: - Receiving
+
+    /// Offers the storage of a message this protocol produced, once the caller is done with
+    /// it, for the payload of a later data message that fills at least half of it. A stream of
+    /// large messages then reuses one buffer instead of allocating (and faulting in) fresh memory
+    /// for each. Replaces storage offered before; released when the connection ends or by
+    /// ``discardRecycledStorage()``.
+    ///
+    /// Safe while the caller's message still shares the storage: the protocol then allocates
+    /// fresh storage, as without the offer, and the caller's bytes are never written.
+    public mutating func recycle(_ storage: [UInt8]) {
+        guard state != .closed else { return }
+        recycledStorage = storage
+    }
+
+    /// Drops storage offered with ``recycle(_:)`` and not used yet.
+    public mutating func discardRecycledStorage() {
+        recycledStorage = []
+    }
 
     /// Parses from `input[offset...]`, advancing `offset`, and returns the next action, or `nil`
     /// when more bytes are needed.
@@ -195,6 +215,14 @@ public struct WebSocketProtocol: Sendable {
             // Growth stays geometric, so a message of many small fragments is not reallocated
             // at every fragment.
             let wanted = messageBuffer.count + min(length, Self.reservationCap)
+            if messageBuffer.capacity == 0 && wanted > 0
+                && recycledStorage.capacity >= wanted && recycledStorage.capacity / 2 <= wanted {
+                // Empties the offered array in place when nobody else holds it; when the caller
+                // still shares it, this allocates fresh storage and leaves theirs untouched.
+                swap(&messageBuffer, &recycledStorage)
+                recycledStorage = []
+                messageBuffer.removeAll(keepingCapacity: true)
+            }
             if messageBuffer.capacity < wanted {
                 messageBuffer.reserveCapacity(max(wanted, 2 * messageBuffer.capacity))
             }
@@ -320,6 +348,7 @@ public struct WebSocketProtocol: Sendable {
     private mutating func releaseReceiveBuffers() {
         headerBuffer = []
         messageBuffer = []
+        recycledStorage = []
         controlBuffer = []
         messageOpcode = nil
         frameState = .header

@@ -82,6 +82,7 @@ extension WebSocketConnection {
     func transportDidClose() {
         guard !transportClosed else { return }
         transportClosed = true
+        recycledStorage = []
         stopKeepalive()
         closeTimer?.cancel()
         closeTimer = nil

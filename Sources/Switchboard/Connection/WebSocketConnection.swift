@@ -47,6 +47,15 @@ public actor WebSocketConnection {
     // (WebSocketConnection+Closing.swift, +Sending.swift) can reach it; nothing else does.
     var proto: WebSocketProtocol
     var rng = SecureRandom()
+    /// Storage of the last large message received, offered back to the core for the next one
+    /// (``WebSocketProtocol/recycle(_:)``): shared with the application while it holds the
+    /// message, reused once it has let go. Released by a keepalive tick with no large message
+    /// since the one before, and when the transport closes.
+    var recycledStorage: [UInt8] = []
+    private var receivedLargeSinceTick = false
+    /// Payload sizes whose storage is kept for reuse: below, the allocator's own caches do
+    /// well; above, one idle connection would keep too much.
+    static let recycledSizes = (16 << 10)...(1 << 20)
     var inbound: InboundQueue
     /// True from handing a message to the application until it asks for the next one.
     var applicationHoldsMessage = false
@@ -213,10 +222,18 @@ public actor WebSocketConnection {
         // A message handed to the application in this same read: a close arriving after it waits
         // for the application's answer.
         var deliveredNow = false
+        if recycledStorage.capacity > 0 {
+            proto.recycle(recycledStorage)
+            recycledStorage = []
+        }
         while let action = proto.nextAction(in: bytes, offset: &offset, using: &rng) {
             switch action {
             case .message(let message):
                 counters?.messageIn(bytes: message.payloadCount)
+                if Self.recycledSizes.contains(message.payloadCount) {
+                    switch message { case .text(let b), .binary(let b): recycledStorage = b }
+                    receivedLargeSinceTick = true
+                }
                 if let callbacks {
                     // Handled (and answered) synchronously: nothing is held for the application.
                     callbacks.onMessage(self, message)
@@ -282,6 +299,11 @@ public actor WebSocketConnection {
     }
 
     private func keepaliveTick() {
+        if !receivedLargeSinceTick {
+            recycledStorage = []
+            proto.discardRecycledStorage()
+        }
+        receivedLargeSinceTick = false
         guard !transportClosed, proto.state == .open, var machine = keepalive else { return }
         let action = machine.tick(now: EventLoop.now(), reading: channel.isReading)
         keepalive = machine
