@@ -54,6 +54,8 @@ public struct WebSocketProtocol: Sendable {
     /// The frame whose payload is being read.
     private var frameOpcode: WebSocketOpcode = .continuation
     private var frameFin = true
+    /// ``recycle(_:)`` was called since the last ``releaseRecycledStorageIfIdle()``.
+    private var recycledSinceIdleCheck = false
     private var frameKey: WebSocketMaskingKey?
     private var frameRemaining = 0
     /// Masking phase (payload bytes of the current frame already read, mod 4).
@@ -100,18 +102,22 @@ public struct WebSocketProtocol: Sendable {
     /// it, for the payload of a later data message that fills at least half of it. A stream of
     /// large messages then reuses one buffer instead of allocating (and faulting in) fresh memory
     /// for each. Replaces storage offered before; released when the connection ends or by
-    /// ``discardRecycledStorage()``.
+    /// ``releaseRecycledStorageIfIdle()``.
     ///
     /// Safe while the caller's message still shares the storage: the protocol then allocates
     /// fresh storage, as without the offer, and the caller's bytes are never written.
     public mutating func recycle(_ storage: [UInt8]) {
         guard state != .closed else { return }
         recycledStorage = storage
+        recycledSinceIdleCheck = true
     }
 
-    /// Drops storage offered with ``recycle(_:)`` and not used yet.
-    public mutating func discardRecycledStorage() {
-        recycledStorage = []
+    /// Drops storage offered with ``recycle(_:)`` if nothing was offered since the previous
+    /// call. Called periodically (the connection does it at each keepalive tick), it bounds how
+    /// long an idle connection keeps a large buffer.
+    public mutating func releaseRecycledStorageIfIdle() {
+        if !recycledSinceIdleCheck { recycledStorage = [] }
+        recycledSinceIdleCheck = false
     }
 
     /// Parses from `input[offset...]`, advancing `offset`, and returns the next action, or `nil`

@@ -82,7 +82,6 @@ extension WebSocketConnection {
     func transportDidClose() {
         guard !transportClosed else { return }
         transportClosed = true
-        recycledStorage = []
         stopKeepalive()
         closeTimer?.cancel()
         closeTimer = nil

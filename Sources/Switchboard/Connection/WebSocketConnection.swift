@@ -47,14 +47,9 @@ public actor WebSocketConnection {
     // (WebSocketConnection+Closing.swift, +Sending.swift) can reach it; nothing else does.
     var proto: WebSocketProtocol
     var rng = SecureRandom()
-    /// Storage of the last large message received, offered back to the core for the next one
-    /// (``WebSocketProtocol/recycle(_:)``): shared with the application while it holds the
-    /// message, reused once it has let go. Released by a keepalive tick with no large message
-    /// since the one before, and when the transport closes.
-    var recycledStorage: [UInt8] = []
-    private var receivedLargeSinceTick = false
-    /// Payload sizes whose storage is kept for reuse: below, the allocator's own caches do
-    /// well; above, one idle connection would keep too much.
+    /// Payload sizes whose storage is offered back to the core for the next message
+    /// (``WebSocketProtocol/recycle(_:)``): below, the allocator's own caches do well; above,
+    /// one idle connection would keep too much.
     static let recycledSizes = (16 << 10)...(1 << 20)
     var inbound: InboundQueue
     /// True from handing a message to the application until it asks for the next one.
@@ -222,17 +217,13 @@ public actor WebSocketConnection {
         // A message handed to the application in this same read: a close arriving after it waits
         // for the application's answer.
         var deliveredNow = false
-        if recycledStorage.capacity > 0 {
-            proto.recycle(recycledStorage)
-            recycledStorage = []
-        }
         while let action = proto.nextAction(in: bytes, offset: &offset, using: &rng) {
             switch action {
             case .message(let message):
                 counters?.messageIn(bytes: message.payloadCount)
                 if Self.recycledSizes.contains(message.payloadCount) {
-                    switch message { case .text(let b), .binary(let b): recycledStorage = b }
-                    receivedLargeSinceTick = true
+                    // Shared with the application until it lets go; reused after that.
+                    switch message { case .text(let b), .binary(let b): proto.recycle(b) }
                 }
                 if let callbacks {
                     // Handled (and answered) synchronously: nothing is held for the application.
@@ -299,11 +290,7 @@ public actor WebSocketConnection {
     }
 
     private func keepaliveTick() {
-        if !receivedLargeSinceTick {
-            recycledStorage = []
-            proto.discardRecycledStorage()
-        }
-        receivedLargeSinceTick = false
+        proto.releaseRecycledStorageIfIdle()
         guard !transportClosed, proto.state == .open, var machine = keepalive else { return }
         let action = machine.tick(now: EventLoop.now(), reading: channel.isReading)
         keepalive = machine
