@@ -54,7 +54,7 @@ final class AgentServerProcess: @unchecked Sendable {
             if d.isEmpty { h.readabilityHandler = nil } else { stderrText.append(d) }
         }
         try process.run()
-        let deadline = ContinuousClock.now + .seconds(15)
+        let deadline = ContinuousClock.now + .seconds(60)           // a failure guard only
         var found: Int?
         while found == nil, ContinuousClock.now < deadline, process.isRunning {
             let text = stdoutText.value
@@ -87,8 +87,8 @@ final class AgentServerProcess: @unchecked Sendable {
         try ChannelEndpoint(baseURL: "ws://127.0.0.1:\(port)", sessionID: session, token: token)
     }
 
-    /// Polls the server's stderr for `text`.
-    func waitForLog(_ text: String, timeout: Duration = .seconds(5)) async -> Bool {
+    /// Polls the server's stderr for `text` (the timeout only ends a failing wait: generous).
+    func waitForLog(_ text: String, timeout: Duration = .seconds(60)) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if stderr.contains(text) { return true }
@@ -99,8 +99,9 @@ final class AgentServerProcess: @unchecked Sendable {
 }
 
 /// Reads events until `stop` says so (the event included) or the stream ends; a watchdog
-/// closes the channel after `timeout`, so a missing event fails the test instead of hanging.
-func readEvents(_ channel: Channel, timeout: Duration = .seconds(10),
+/// closes the channel after `timeout`, so a missing event fails the test instead of hanging
+/// (generous: it only ends a failing run).
+func readEvents(_ channel: Channel, timeout: Duration = .seconds(60),
                 until stop: (ChannelEvent) -> Bool) async -> [ChannelEvent] {
     let watchdog = Task {
         try await Task.sleep(for: timeout)

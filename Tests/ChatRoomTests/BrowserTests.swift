@@ -3,7 +3,7 @@ import Testing
 
 /// The page in a real browser: two headless Chromium windows via Selenium (Peers/browser_chat.py).
 /// Fails (never skips) if Chromium, chromedriver or selenium is missing.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))           // a hang guard only: two Chromiums start slowly on a loaded box
 struct BrowserTests {
     @Test func twoBrowserWindowsChat() async throws {
         try await Python.require(module: "selenium", hint: "pip install selenium; apt-get install -y chromium chromium-driver")
@@ -15,7 +15,7 @@ struct BrowserTests {
                                        arguments: ["python3", "-u", ChatPaths.peers.appendingPathComponent("browser_chat.py").path,
                                                    server.httpURL, screenshot.path])
         defer { browser.signal(SIGKILL) }
-        let status = await browser.waitForExit(timeout: .seconds(45))
+        let status = await browser.waitForExit(timeout: .seconds(240))
         #expect(status == 0, """
             browser check failed (exit \(status); 2 = headless Chromium could not start):
             \(browser.stderrText.suffix(3000))

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// `chat-room join`, driven through its stdin and stdout.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))           // a hang guard only: each wait has its own bound
 struct TerminalClientTests {
     @Test func typesAndReceivesMessages() async throws {
         let server = try await ChatServerProcess(db: try ChatPaths.tempDirectory().appendingPathComponent("chat.sqlite"))

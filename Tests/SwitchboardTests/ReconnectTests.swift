@@ -44,6 +44,25 @@ private struct Text: SocketCommand { var message: String }
 private actor StateLog {
     var states: [SocketConnectionState] = []
     func append(_ s: SocketConnectionState) { states.append(s) }
+
+    /// The states once the final `.closed` one has been logged (the log task reads the
+    /// adapter's stream asynchronously, so it may lag behind the adapter).
+    func untilClosed(timeout: Duration = .seconds(60)) async -> [SocketConnectionState] {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if case .closed? = states.last { break }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return states
+    }
+}
+
+/// Waits (generously: this only ends a failing run) until the adapter has no connection.
+private func waitUntilDisconnected(_ adapter: SocketAdapter) async throws {
+    let deadline = ContinuousClock.now + .seconds(60)
+    while await adapter.currentConnection != nil, ContinuousClock.now < deadline {
+        try await Task.sleep(for: .milliseconds(5))
+    }
 }
 
 @Suite("Reconnect with backoff")
@@ -113,9 +132,8 @@ struct ReconnectTests {
         let received = await server.received.lines
         #expect(received == ["1:first", "2:join again", "2:second"])
         await server.stop()
-        try await Task.sleep(for: .milliseconds(50))
+        let states = await log.untilClosed()
         statesTask.cancel()
-        let states = await log.states
         #expect(states.first == .connecting)
         #expect(states.contains { if case .reconnecting(attempt: 1, _) = $0 { true } else { false } })
         #expect(states.filter { $0 == .connected }.count == 2)
@@ -146,8 +164,8 @@ struct ReconnectTests {
         var iterator = lines.makeAsyncIterator()
         _ = await iterator.next()                              // hello from server 1
         await server.stop()
-        // Wait until the adapter noticed the loss (it reconnects no sooner than the backoff).
-        for _ in 0..<200 where await adapter.currentConnection != nil { try await Task.sleep(for: .milliseconds(5)) }
+        // Wait until the adapter noticed the loss (its reconnects fail while the server is down).
+        try await waitUntilDisconnected(adapter)
         #expect(await adapter.currentConnection == nil)
         try await adapter.send(command: Text(message: "q1"))
         try await adapter.send(command: Text(message: "q2"))
@@ -169,7 +187,8 @@ struct ReconnectTests {
         var iterator = lines.makeAsyncIterator()
         _ = await iterator.next()
         await server.stop()
-        for _ in 0..<200 where await adapter.currentConnection != nil { try await Task.sleep(for: .milliseconds(5)) }
+        try await waitUntilDisconnected(adapter)
+        #expect(await adapter.currentConnection == nil)
         do {
             try await adapter.send(command: Text(message: "lost?"))
             Issue.record("send while disconnected should throw")
@@ -191,9 +210,8 @@ struct ReconnectTests {
         let lines = try await adapter.connect(to: LocalEndpoint(port: port))
         await server.stop()                                     // and never comes back
         for await _ in lines {}
-        try await Task.sleep(for: .milliseconds(20))
+        let states = await log.untilClosed()
         statesTask.cancel()
-        let states = await log.states
         let attempts = states.compactMap { if case .reconnecting(let a, _) = $0 { a } else { nil } }
         #expect(attempts == [1, 2, 3])
         if case .closed(_, _, let error) = states.last {
@@ -220,7 +238,8 @@ struct KeepaliveTests {
         let lines = try await adapter.connect(to: LocalEndpoint(port: port))
         _ = lines
         var rtt: Duration?
-        for _ in 0..<200 {
+        let deadline = ContinuousClock.now + .seconds(60)       // ends a failing run only
+        while ContinuousClock.now < deadline {
             if let c = await serverSide.connection, let r = await c.lastPingRoundTrip { rtt = r; break }
             try await Task.sleep(for: .milliseconds(10))
         }
@@ -244,7 +263,7 @@ struct KeepaliveTests {
         let port = try await server.start()
         // A peer that completes the handshake and then never answers anything.
         let closeCode = try await onServerTestThread { () -> Int? in
-            let raw = try ServerRawSocket(port: port, timeout: 5)
+            let raw = try ServerRawSocket(port: port)
             try raw.handshake(path: "/v1/ws")
             while true {
                 let frame = try raw.readFrame()
@@ -253,7 +272,8 @@ struct KeepaliveTests {
         }
         #expect(closeCode == 1011)
         var error: SwitchboardError?
-        for _ in 0..<200 {
+        let deadline = ContinuousClock.now + .seconds(60)       // ends a failing run only
+        while ContinuousClock.now < deadline {
             if let c = await serverSide.connection, await !c.isOpen { error = await c.error; break }
             try await Task.sleep(for: .milliseconds(10))
         }

@@ -129,7 +129,7 @@ struct ResilienceTests {
         }
         let port = try await server.start()
         let code = try await onServerTestThread { () -> Int? in
-            let raw = try ServerRawSocket(port: port, timeout: 5)
+            let raw = try ServerRawSocket(port: port)                  // reads time out after 60 s
             try raw.handshake(path: "/close")
             let frame = try raw.readFrame()                             // the server's close
             let eof = raw.readsEOF()                                    // we never answer it

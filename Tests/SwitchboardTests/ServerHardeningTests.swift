@@ -14,7 +14,7 @@ struct ServerHardeningTests {
     }
 
     /// Sends an upgrade request on a new socket and returns the server's HTTP answer.
-    static func upgrade(port: Int, timeout: Double = 5) async throws -> ServerRawSocket.HTTPReply {
+    static func upgrade(port: Int, timeout: Double = 60) async throws -> ServerRawSocket.HTTPReply {
         try await onServerTestThread {
             let s = try ServerRawSocket(port: port, timeout: timeout)
             defer { s.close() }
@@ -24,7 +24,12 @@ struct ServerHardeningTests {
     }
 
     @Test func handshakesInProgressCountTowardMaxConnections() async throws {
-        let server = Self.server { $0.maxConnections = 2 }
+        // The stalled sockets must hold their places for the whole test: no handshake timeout
+        // (default 10 s) may free one, however slow the build.
+        let server = Self.server {
+            $0.maxConnections = 2
+            $0.connection.handshakeTimeout = .seconds(3600)
+        }
         server.route("/") { c in for await _ in c.messages() {} }
         let port = try await server.start()
         // Two sockets that never send their request hold both places.
@@ -40,14 +45,19 @@ struct ServerHardeningTests {
     }
 
     @Test func authenticateIsBoundedByTheHandshakeTimeout() async throws {
-        let server = Self.server { $0.connection.handshakeTimeout = .milliseconds(200) }
+        // The timer runs from the accept: the request must be read and parsed before it fires,
+        // or the answer is 408 (request timeout) instead of 503. That step is one loop iteration
+        // of milliseconds, but 200 ms was within reach of a scheduling stall on a loaded
+        // ThreadSanitizer build; 5 s is not. The hook never answers, so the timer firing during
+        // it is certain.
+        let server = Self.server { $0.connection.handshakeTimeout = .seconds(5) }
         let (release, releaser) = AsyncStream<Void>.makeStream()
         server.route("/", authenticate: { _ in
             for await _ in release {}          // a hook that never answers (until the test ends)
             return .accept()
         }) { c in for await _ in c.messages() {} }
         let port = try await server.start()
-        let reply = try await Self.upgrade(port: port, timeout: 30)
+        let reply = try await Self.upgrade(port: port)
         #expect(reply.status == 503)
         let body = try JSONSerialization.jsonObject(with: Data(reply.body)) as? [String: [String: Any]]
         #expect(body?["error"]?["code"] as? String == "timeout")

@@ -286,7 +286,7 @@ extension ServerInterop {
                 }
             }
         }) { server, port in
-            let r = try await ServerPeer.run("fanout", port: port, ["/room", "100"], timeout: .seconds(60))
+            let r = try await ServerPeer.run("fanout", port: port, ["/room", "100"], timeout: .seconds(300))
             #expect(r.exitCode == 0, "\(r.transcript)")
             #expect(r.first("count_before")?["value"] as? String == "100", "\(r.transcript)")
             let fanout = try #require(r.first("fanout"), "\(r.transcript)")
@@ -304,7 +304,10 @@ extension ServerInterop {
         let acked = Atomic<Int>(0)
         let total = 160          // 64 KiB each: 10 MiB, far more than one socket's buffers
         let window = 8           // at most 512 KiB in flight to the Python reader (high-water mark 1 MiB)
-        try await withTestServer(setup: { server in
+        // The slow reader's 1013 close frame waits behind its queue until the very end, when the
+        // test reads it: the close timeout (default 10 s, after which the server drops TCP and the
+        // queued close frame with it) must outlast the whole feed, however slow the build.
+        try await withTestServer({ $0.connection.closeTimeout = .seconds(3600) }, setup: { server in
             server.route("/feed") { [weak server] c in
                 server?.subscribe(c, to: "feed")
                 for await m in c.messages() {
@@ -316,7 +319,7 @@ extension ServerInterop {
         }) { server, port in
             // The slow one: a raw socket with a tiny receive window that never reads.
             let slow = try await onServerTestThread { () -> UncheckedBox<ServerRawSocket> in
-                let s = try ServerRawSocket(port: port, timeout: 10, receiveBuffer: 4096)
+                let s = try ServerRawSocket(port: port, timeout: 60, receiveBuffer: 4096)
                 try s.handshake(path: "/feed")
                 return UncheckedBox(s)
             }
@@ -327,14 +330,14 @@ extension ServerInterop {
 
             var published = 0
             for i in 0..<total {
-                let ok = await serverEventually(timeout: .seconds(20)) { i - acked.load(ordering: .relaxed) < window }
+                let ok = await serverEventually { i - acked.load(ordering: .relaxed) < window }
                 guard ok else { Issue.record("the Python subscriber stopped acknowledging at \(acked.load(ordering: .relaxed))"); break }
                 var payload = [UInt8](repeating: UInt8(truncatingIfNeeded: i), count: 64 * 1024)
                 for b in 0..<8 { payload[b] = UInt8(truncatingIfNeeded: UInt64(i) >> (56 - 8 * UInt64(b))) }
                 await server.publish(.binary(payload), to: "feed")
                 published += 1
             }
-            let r = await peer.finish(timeout: .seconds(30))
+            let r = await peer.finish()
             #expect(r.exitCode == 0, "\(r.transcript)")
             let done = try #require(r.first("done"), "\(r.transcript)")
             #expect(done["received"] as? Int == total)
@@ -361,7 +364,9 @@ extension ServerInterop {
         let connections = Locked<[WebSocketConnection]>([])
         let endings = Locked<[WebSocketCloseCode?]>([])
         var configuration = WebSocketServerConfiguration(host: "127.0.0.1", port: 0)
-        configuration.connection.closeTimeout = .seconds(5)
+        // Bounds for a failing run only: shutdown returns as soon as every handshake is over. A
+        // short one would abort slow (ThreadSanitizer) handshakes, and those end without 1001.
+        configuration.connection.closeTimeout = .seconds(60)
         let server = WebSocketServer(configuration: configuration)
         server.route("/shut") { c in
             connections.withLock { $0.append(c) }
@@ -377,9 +382,9 @@ extension ServerInterop {
         #expect(await serverEventually { connections.withLock { $0.count } == 20 })
 
         for c in connections.withLock({ $0 }) { try await c.send(text: "bye-before-shutdown") }
-        await server.shutdown(timeout: .seconds(5))
+        await server.shutdown(timeout: .seconds(60))
 
-        let r = await peer.finish(timeout: .seconds(30))
+        let r = await peer.finish()
         #expect(r.exitCode == 0, "\(r.transcript)")
         let closed = r.events("closed")
         #expect(closed.count == 20, "\(r.transcript)")
@@ -388,34 +393,42 @@ extension ServerInterop {
             #expect(c["messages"] as? [any Sendable] as? [String] == ["bye-before-shutdown"], "\(c)")
         }
         #expect(server.statistics.openConnections == 0)
-        #expect(await serverEventually(timeout: .seconds(2)) { endings.withLock { $0.count } == 20 })
+        #expect(await serverEventually { endings.withLock { $0.count } == 20 })
         #expect(endings.withLock { $0 }.allSatisfy { $0 == .goingAway }, "\(endings.withLock { $0 })")
     }
 
     // MARK: Hostile handshakes
 
+    /// A byte every 300 ms: an idle timeout would never fire, only a deadline on the whole
+    /// handshake does. And it is the configured 1 s that fires, not the 10 s default: the bound
+    /// on the elapsed time sits just under the default (the trickle lasts longer than the
+    /// default, so a server ignoring the setting is caught), leaving 8 s of margin over the
+    /// configured second for a slow build on a loaded machine.
     @Test func slowLorisIsCutOffByTheHandshakeTimeout() async throws {
+        let defaultTimeout = WebSocketConfiguration().handshakeTimeout
         try await withTestServer({ $0.connection.handshakeTimeout = .seconds(1) },
                                  setup: { $0.route("/echo", handler: echoHandler) }) { _, port in
-            let (closed, status, seconds) = try await onServerTestThread { () -> (Bool, Int?, Double) in
-                let s = try ServerRawSocket(port: port, timeout: 1)
+            let (closed, status, elapsed) = try await onServerTestThread { () -> (Bool, Int?, Duration) in
+                // Reads only happen once something arrived: their timeout (60 s) ends a failing run.
+                let s = try ServerRawSocket(port: port)
                 let request = Array(ServerRawSocket.upgradeRequest(path: "/echo").utf8)
-                let start = Date()
-                for byte in request.prefix(40) {
-                    do { try s.send([byte]) } catch { return (true, nil, Date().timeIntervalSince(start)) }
+                let start = ContinuousClock.now
+                for byte in request.prefix(60) {                     // 18 s or more in all
+                    do { try s.send([byte]) } catch { return (true, nil, .now - start) }
                     var p = pollfd(fd: s.fd, events: Int16(POLLIN), revents: 0)
                     if poll(&p, 1, 300) > 0 {
                         // 408 (or a bare close), then EOF.
                         let reply = try? s.readHTTPResponse()
                         let eof = s.readsEOF()
-                        return (eof, reply?.status, Date().timeIntervalSince(start))
+                        return (eof, reply?.status, .now - start)
                     }
                 }
-                return (false, nil, Date().timeIntervalSince(start))
+                return (false, nil, .now - start)
             }
-            #expect(closed, "slow-loris connection still open after \(seconds) s")
+            #expect(closed, "slow-loris connection still open after \(elapsed)")
             #expect(status == nil || status == 408, "status \(String(describing: status))")
-            #expect(seconds < 6, "cut off only after \(seconds) s (handshake timeout 1 s)")
+            #expect(elapsed < defaultTimeout - .seconds(1),
+                    "cut off only after \(elapsed) (handshake timeout 1 s, default \(defaultTimeout))")
         }
     }
 

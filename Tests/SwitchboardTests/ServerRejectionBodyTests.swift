@@ -13,7 +13,7 @@ extension ServerInterop {
     ]
 
     /// Sends `request` (as is) and reads the rejection.
-    static func reply(port: Int, _ request: String, timeout: Double = 5) async throws -> ServerRawSocket.HTTPReply {
+    static func reply(port: Int, _ request: String, timeout: Double = 60) async throws -> ServerRawSocket.HTTPReply {
         try await onServerTestThread {
             let s = try ServerRawSocket(port: port, timeout: timeout)
             try s.send(request)

@@ -41,7 +41,15 @@ extension ServerInterop {
         let limit = Self.raiseFileLimit()
         try #require(limit >= 2 * n + 256, "RLIMIT_NOFILE is \(limit): too low for \(n) client + \(n) server sockets")
 
-        let server = WebSocketServer(configuration: .init(host: "127.0.0.1", port: 0))
+        var configuration = WebSocketServerConfiguration(host: "127.0.0.1", port: 0)
+        // Nothing here may depend on the clock either. The handshake timer runs from each accept,
+        // and the last of n requests is read only after all the others: no 10 s default. The
+        // raw sockets answer no pings, and with a slow build a connection easily lives past a
+        // ping interval plus a pong timeout (40 s by default): keepalive off, or a ping frame
+        // would come first where the echo or the close frame is expected.
+        configuration.connection.handshakeTimeout = stall
+        configuration.connection.pingInterval = nil
+        let server = WebSocketServer(configuration: configuration)
         server.route("/echo", handler: echoHandler)
         let port = try await server.start()
         let baseline = Self.fdCount()
@@ -50,7 +58,7 @@ extension ServerInterop {
         let clients = try await onServerTestThread { () -> UncheckedBox<[ServerRawSocket]> in
             var sockets: [ServerRawSocket] = []
             sockets.reserveCapacity(n)
-            for _ in 0..<n { sockets.append(try ServerRawSocket(port: port, timeout: 20)) }
+            for _ in 0..<n { sockets.append(try ServerRawSocket(port: port)) }
             let request = Array(ServerRawSocket.upgradeRequest(path: "/echo").utf8)
             for s in sockets { try s.send(request) }
             try ServerRawSocket.driveAll(sockets, stall: stall) { i, s in

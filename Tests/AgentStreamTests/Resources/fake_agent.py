@@ -4,7 +4,8 @@
 Reads the prompt line {"type":"message","data":{"content","model"}} from stdin and answers
 with JSON event lines on stdout. The prompt selects the scenario:
   "no result"  -> emits one partial, exits with status 3 without a result line
-  "sleep"      -> emits a system event with its pid, then sleeps 30 s (to be cancelled)
+  "sleep"      -> emits a system event with its pid, then sleeps 600 s (to be cancelled; far
+                  longer than the test waits for it to die)
   "permission" -> emits a permission_request, waits for the permission line on stdin
   anything else -> a full turn; the tool_use line is written in 5-byte pieces with flushes
 """
@@ -40,7 +41,7 @@ if prompt == "no result":
 
 if prompt == "sleep":
     emit({"type": "system", "data": {"message": "pid %d" % os.getpid()}})
-    time.sleep(30)
+    time.sleep(600)
     emit({"type": "partial", "data": {"text": "should never be seen"}})
     sys.exit(0)
 

@@ -15,6 +15,7 @@ try:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
 except ImportError:
@@ -44,7 +45,9 @@ def main(url, screenshot):
         print(f"cannot start headless chromium: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     try:
-        wait_a, wait_b = WebDriverWait(a, 10), WebDriverWait(b, 10)
+        # Waits for things that must happen; the bound only ends a failing run (two Chromiums
+        # and a ThreadSanitizer build of the server share a loaded 2-core machine).
+        wait_a, wait_b = WebDriverWait(a, 60), WebDriverWait(b, 60)
         for d, w, user in ((a, wait_a, "alice"), (b, wait_b, "bob")):
             d.get(url)
             w.until(EC.element_to_be_clickable((By.ID, "join")))
@@ -55,9 +58,18 @@ def main(url, screenshot):
             w.until(EC.text_to_be_present_in_element((By.ID, "presence"), user))
         # alice sees bob arrive in her presence list.
         wait_a.until(EC.text_to_be_present_in_element((By.ID, "presence"), "bob"))
-        # typing indicator: bob types, alice sees it.
+        # typing indicator: bob types, alice sees it. The indicator is transient (bob's page
+        # withdraws it after 3 s without input), so bob keeps typing — a space and its deletion,
+        # the text stays the same — until alice has seen it, however slow this machine is.
         b.find_element(By.ID, "text").send_keys("hello from bob")
-        wait_a.until(EC.text_to_be_present_in_element((By.ID, "typing"), "bob is typing"))
+
+        def alice_sees_bob_typing(_):
+            if "bob is typing" in a.find_element(By.ID, "typing").text:
+                return True
+            b.find_element(By.ID, "text").send_keys(" " + Keys.BACKSPACE)
+            return False
+
+        wait_a.until(alice_sees_bob_typing)
         b.find_element(By.ID, "send").click()
         wait_a.until(EC.text_to_be_present_in_element((By.ID, "messages"), "bob: hello from bob"))
         wait_b.until(EC.text_to_be_present_in_element((By.ID, "messages"), "bob: hello from bob"))

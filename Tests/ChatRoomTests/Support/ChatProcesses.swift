@@ -94,9 +94,10 @@ final class ChildProcess: Sendable {
     var lines: [String] { box.state.withLock { $0.lines } }
     var stderrText: String { box.state.withLock { String(decoding: $0.err, as: UTF8.self) } }
 
-    /// Waits for a stdout line satisfying `predicate` (searching all lines so far).
+    /// Waits for a stdout line satisfying `predicate` (searching all lines so far). The timeout
+    /// only ends a failing wait: generous (ThreadSanitizer builds, a loaded machine).
     @discardableResult
-    func waitForLine(timeout: Duration = .seconds(10), _ what: String = "line",
+    func waitForLine(timeout: Duration = .seconds(60), _ what: String = "line",
                      where predicate: (String) -> Bool) async throws -> String {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
@@ -115,9 +116,9 @@ final class ChildProcess: Sendable {
 
     func signal(_ sig: Int32) { if process.isRunning { kill(process.processIdentifier, sig) } }
 
-    /// Waits for exit; kills after `timeout`. Returns the exit status.
+    /// Waits for exit; kills after `timeout` (a failure guard: generous). Returns the exit status.
     @discardableResult
-    func waitForExit(timeout: Duration = .seconds(10)) async -> Int32 {
+    func waitForExit(timeout: Duration = .seconds(60)) async -> Int32 {
         let deadline = ContinuousClock.now + timeout
         while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
         if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
@@ -138,7 +139,7 @@ final class ChatServerProcess: Sendable {
     init(db: URL, extraArguments: [String] = []) async throws {
         child = try ChildProcess(executable: try ChatPaths.binary(),
                                  arguments: ["serve", "--port", "0", "--db", db.path] + extraArguments)
-        let first = try await child.waitForLine(timeout: .seconds(15), "the listening line") { $0.contains("listening on") }
+        let first = try await child.waitForLine(timeout: .seconds(60), "the listening line") { $0.contains("listening on") }
         guard let range = first.range(of: "ws://127.0.0.1:"),
               let port = Int(first[range.upperBound...].prefix(while: \.isNumber)) else {
             throw TestFailure("cannot parse the port from \(first.debugDescription)")
@@ -149,6 +150,6 @@ final class ChatServerProcess: Sendable {
     /// SIGTERM and wait for a clean exit.
     func stop() async -> Int32 {
         child.signal(SIGTERM)
-        return await child.waitForExit(timeout: .seconds(10))
+        return await child.waitForExit(timeout: .seconds(60))
     }
 }

@@ -22,6 +22,18 @@ except ImportError as e:  # pragma: no cover - reported by the Swift helper
     sys.exit(3)
 
 
+# Every wait below is for something that must happen; the bound only ends a failing run, so it
+# is generous: the server may run under ThreadSanitizer (5-10x slower) on a loaded machine.
+WAIT = 60
+
+
+def connect_to(port, path, **kwargs):
+    """`connect` with the generous opening and closing handshake bounds."""
+    kwargs.setdefault("open_timeout", WAIT)
+    kwargs.setdefault("close_timeout", WAIT)
+    return connect(url(port, path), **kwargs)
+
+
 def emit(**obj):
     print(json.dumps(obj), flush=True)
 
@@ -36,14 +48,14 @@ def url(port, path):
 
 async def scenario_echo(port, path):
     """One text and one binary message, each echoed back, then a normal close."""
-    async with connect(url(port, path), max_size=None) as ws:
+    async with connect_to(port, path, max_size=None) as ws:
         text = "héllo ✓ switchboard"
         await ws.send(text)
-        got = await asyncio.wait_for(ws.recv(), 10)
+        got = await asyncio.wait_for(ws.recv(), WAIT)
         emit(event="text", sent=text, received=got, is_str=isinstance(got, str))
         blob = bytes(range(256)) * 4
         await ws.send(blob)
-        got = await asyncio.wait_for(ws.recv(), 10)
+        got = await asyncio.wait_for(ws.recv(), WAIT)
         emit(event="binary", sent=blob.hex(), received=got.hex() if isinstance(got, bytes) else None,
              is_bytes=isinstance(got, bytes))
     emit(event="closed", code=close_code(ws))
@@ -66,13 +78,13 @@ async def scenario_connect(port, path, args):
             sends.append(next(it))
         else:
             raise SystemExit(f"unknown option {a}")
-    kwargs = {"additional_headers": headers, "open_timeout": 10}
+    kwargs = {"additional_headers": headers}
     if subprotocols:
         kwargs["subprotocols"] = subprotocols
     if origin:
         kwargs["origin"] = origin
     try:
-        ws = await connect(url(port, path), **kwargs)
+        ws = await connect_to(port, path, **kwargs)
     except InvalidStatus as e:
         r = e.response
         emit(event="rejected", status=r.status_code,
@@ -83,7 +95,7 @@ async def scenario_connect(port, path, args):
     try:
         for s in sends:
             await ws.send(s)
-            got = await asyncio.wait_for(ws.recv(), 10)
+            got = await asyncio.wait_for(ws.recv(), WAIT)
             emit(event="message", data=got if isinstance(got, str) else got.hex())
     finally:
         await ws.close()
@@ -92,19 +104,19 @@ async def scenario_connect(port, path, args):
 
 async def scenario_receive_first(port, path, args):
     """Connects (subprotocols from args) and prints the first message the server sends."""
-    async with connect(url(port, path), subprotocols=args or None) as ws:
+    async with connect_to(port, path, subprotocols=args or None) as ws:
         emit(event="open", subprotocol=ws.subprotocol)
-        got = await asyncio.wait_for(ws.recv(), 10)
+        got = await asyncio.wait_for(ws.recv(), WAIT)
         emit(event="message", data=got)
     emit(event="closed", code=close_code(ws))
 
 
 async def scenario_oversize(port, path, size):
     """Sends one text message of `size` bytes; prints the close code the server answers with."""
-    async with connect(url(port, path)) as ws:
+    async with connect_to(port, path) as ws:
         await ws.send("x" * size)
         try:
-            got = await asyncio.wait_for(ws.recv(), 10)
+            got = await asyncio.wait_for(ws.recv(), WAIT)
             emit(event="message", size=len(got))
         except ConnectionClosed as e:
             emit(event="closed", code=e.rcvd.code if e.rcvd else None,
@@ -117,26 +129,26 @@ async def scenario_fanout(port, path, n):
     """N clients; each waits for "subscribed". Client 0 asks "count", publishes, every other client
     must receive the payload; client 0 then asks "count" again (an echo sent on the same connection
     after the publish would have arrived first if the server had not excluded it)."""
-    clients = [await connect(url(port, path), open_timeout=20) for _ in range(n)]
+    clients = [await connect_to(port, path) for _ in range(n)]
     for ws in clients:
-        got = await asyncio.wait_for(ws.recv(), 10)
+        got = await asyncio.wait_for(ws.recv(), WAIT)
         assert got == "subscribed", got
     sender = clients[0]
     await sender.send("count")
-    emit(event="count_before", value=await asyncio.wait_for(sender.recv(), 10))
+    emit(event="count_before", value=await asyncio.wait_for(sender.recv(), WAIT))
 
     payload = "fan-out payload ✓"
     await sender.send("publish:" + payload)
 
     async def take(ws):
-        return await asyncio.wait_for(ws.recv(), 10)
+        return await asyncio.wait_for(ws.recv(), WAIT)
 
     results = await asyncio.gather(*(take(ws) for ws in clients[1:]), return_exceptions=True)
     received = sum(1 for r in results if r == payload)
     emit(event="fanout", receivers=len(clients) - 1, received=received,
          wrong=[repr(r) for r in results if r != payload][:5])
     await sender.send("count")
-    emit(event="sender_next", value=await asyncio.wait_for(sender.recv(), 10))
+    emit(event="sender_next", value=await asyncio.wait_for(sender.recv(), WAIT))
     await asyncio.gather(*(ws.close() for ws in clients))
     emit(event="closed", codes=sorted({ws.close_code for ws in clients}))
 
@@ -144,12 +156,12 @@ async def scenario_fanout(port, path, n):
 async def scenario_counted_subscriber(port, path, total, window):
     """Receives `total` numbered binary messages (first 8 bytes = big-endian index), acks every
     `window // 2` messages with "ack:<count>", checks the order, prints the count."""
-    async with connect(url(port, path), max_size=None) as ws:
+    async with connect_to(port, path, max_size=None) as ws:
         emit(event="open")
         expected, in_order = 0, True
         step = max(1, window // 2)
         while expected < total:
-            got = await asyncio.wait_for(ws.recv(), 20)
+            got = await asyncio.wait_for(ws.recv(), WAIT)
             idx = int.from_bytes(got[:8], "big") if isinstance(got, bytes) else -1
             if idx != expected or len(got) != 64 * 1024:
                 in_order = False
@@ -162,14 +174,14 @@ async def scenario_counted_subscriber(port, path, total, window):
 
 async def scenario_shutdown(port, path, n):
     """N clients that record every message and the close code the server ends them with."""
-    clients = [await connect(url(port, path), open_timeout=20, close_timeout=10) for _ in range(n)]
+    clients = [await connect_to(port, path) for _ in range(n)]
     emit(event="connected", n=len(clients))
 
     async def watch(i, ws):
         messages = []
         try:
             while True:
-                messages.append(await asyncio.wait_for(ws.recv(), 30))
+                messages.append(await asyncio.wait_for(ws.recv(), WAIT))
         except ConnectionClosed as e:
             code = e.rcvd.code if e.rcvd else None
         except asyncio.TimeoutError:

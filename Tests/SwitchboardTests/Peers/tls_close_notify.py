@@ -14,7 +14,7 @@ import sys
 def main():
     port, ca = int(sys.argv[1]), sys.argv[2]
     ctx = ssl.create_default_context(cafile=ca)
-    raw = socket.create_connection(("127.0.0.1", port), timeout=20)
+    raw = socket.create_connection(("127.0.0.1", port), timeout=60)  # a failure guard only: generous
     tls = ctx.wrap_socket(raw, server_hostname="localhost")
     tls.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                 b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")

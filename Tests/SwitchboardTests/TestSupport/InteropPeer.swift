@@ -82,7 +82,7 @@ final class InteropPeer: @unchecked Sendable {  // Process/Pipe: only terminate(
         // exit with a message on stderr instead.
         var portLine: String
         do {
-            portLine = try await Self.nextLine(output: output, process: process, timeout: .seconds(20))
+            portLine = try await Self.nextLine(output: output, process: process, timeout: .seconds(60))
         } catch {
             process.terminate()
             let stderrText = errors.state.withLock { String(decoding: $0.partial, as: UTF8.self) }
@@ -119,13 +119,14 @@ final class InteropPeer: @unchecked Sendable {  // Process/Pipe: only terminate(
         }
     }
 
-    /// The next stdout line of the peer (after the `PORT` line).
-    func nextLine(timeout: Duration = .seconds(10)) async throws -> String {
+    /// The next stdout line of the peer (after the `PORT` line). Timeouts here only end a
+    /// failing wait: generous.
+    func nextLine(timeout: Duration = .seconds(60)) async throws -> String {
         try await Self.nextLine(output: output, process: process, timeout: timeout)
     }
 
     /// Skips stdout lines until one starts with `prefix`.
-    func line(startingWith prefix: String, timeout: Duration = .seconds(10)) async throws -> String {
+    func line(startingWith prefix: String, timeout: Duration = .seconds(60)) async throws -> String {
         let deadline = ContinuousClock.now + timeout
         while true {
             let remaining = deadline - ContinuousClock.now
@@ -185,7 +186,7 @@ func withInteropTimeout<T: Sendable>(_ timeout: Duration, _ what: String,
 
 /// Reads `stream` until an element equal to `terminator` (included) or the stream ends.
 func collectLines(_ stream: AsyncStream<Data>, until terminator: String,
-                  timeout: Duration = .seconds(20)) async throws -> [String] {
+                  timeout: Duration = .seconds(60)) async throws -> [String] {
     try await withInteropTimeout(timeout, "lines until \(terminator)") {
         var lines: [String] = []
         for await line in stream {

@@ -94,7 +94,8 @@ final class ServerPeer: Sendable {
     var lines: [[String: any Sendable]] { shared.buffers.withLock { $0.lines } }
 
     /// Waits until a line with `event` has been printed (true) or the process ended / timeout (false).
-    func waitFor(event: String, count: Int = 1, timeout: Duration = .seconds(20)) async -> Bool {
+    /// The timeout only ends a failing wait: generous, for ThreadSanitizer on a loaded machine.
+    func waitFor(event: String, count: Int = 1, timeout: Duration = .seconds(60)) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if lines.filter({ ($0["event"] as? String) == event }).count >= count { return true }
@@ -109,8 +110,9 @@ final class ServerPeer: Sendable {
     }
 
     /// Waits for the process to exit (killing it after `timeout`) and returns what it printed.
-    /// Records an issue when the `websockets` package is missing.
-    func finish(timeout: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation) async -> Result {
+    /// Records an issue when the `websockets` package is missing. The timeout only ends a hung
+    /// peer: generous (the script's own waits are 60 s each).
+    func finish(timeout: Duration = .seconds(120), sourceLocation: SourceLocation = #_sourceLocation) async -> Result {
         let deadline = ContinuousClock.now + timeout
         var timedOut = false
         while shared.exited.withLock({ $0 }) == nil {
@@ -158,7 +160,7 @@ final class ServerPeer: Sendable {
     }
 
     /// Runs a scenario to completion.
-    static func run(_ scenario: String, port: Int, _ args: [String] = [], timeout: Duration = .seconds(30),
+    static func run(_ scenario: String, port: Int, _ args: [String] = [], timeout: Duration = .seconds(120),
                     sourceLocation: SourceLocation = #_sourceLocation) async throws -> Result {
         let peer = try ServerPeer(scenario, port: port, args)
         return await peer.finish(timeout: timeout, sourceLocation: sourceLocation)
@@ -166,7 +168,9 @@ final class ServerPeer: Sendable {
 }
 
 /// Polls `condition` every 10 ms until it holds or `timeout` passes; returns its last value.
-func serverEventually(timeout: Duration = .seconds(10), _ condition: () async -> Bool) async -> Bool {
+/// For conditions that must become true: the timeout only ends a failing wait, so it is
+/// generous (ThreadSanitizer, parallel suites, a loaded 2-core machine).
+func serverEventually(timeout: Duration = .seconds(60), _ condition: () async -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if await condition() { return true }

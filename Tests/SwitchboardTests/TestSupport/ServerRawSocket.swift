@@ -38,9 +38,11 @@ final class ServerRawSocket {
     private(set) var fd: Int32
     private var buffer: [UInt8] = []
 
-    /// Connects to 127.0.0.1:`port`; reads and writes time out after `timeout` seconds.
+    /// Connects to 127.0.0.1:`port`; reads and writes time out after `timeout` seconds (a
+    /// failure guard only — every read here expects something to arrive — so generous by
+    /// default: the server may run under ThreadSanitizer on a loaded machine).
     /// `receiveBuffer` sets SO_RCVBUF before connecting (a small window for "slow" readers).
-    init(port: Int, timeout: Double = 5, receiveBuffer: Int32? = nil) throws {
+    init(port: Int, timeout: Double = 60, receiveBuffer: Int32? = nil) throws {
         fd = socket(AF_INET, SystemConstants.streamSocket, 0)
         guard fd >= 0 else { throw Failure("socket: errno \(errno)") }
         if var size = receiveBuffer {
