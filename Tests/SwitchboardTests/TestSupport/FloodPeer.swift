@@ -11,19 +11,14 @@ import Foundation
 /// (``pump(sample:until:)``). Blocking (it waits in `poll`): use it on a thread of its own
 /// (``onServerTestThread(_:)``).
 final class FloodPeer {
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
-        init(_ d: String) { description = d }
-    }
+    typealias Failure = RawSocketFailure
 
     /// One frame from the server; `payload` is valid only during the call it is passed to.
     struct Frame {
         var fin: Bool
         var opcode: UInt8
         var payload: UnsafeRawBufferPointer
-        var closeCode: Int? {
-            opcode == 0x8 && payload.count >= 2 ? Int(payload[0]) << 8 | Int(payload[1]) : nil
-        }
+        var closeCode: Int? { closeFrameCode(opcode: opcode, payload: payload) }
     }
 
     enum FloodEnd: String {
@@ -61,19 +56,9 @@ final class FloodPeer {
         self.ioStall = ioStall
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw Failure("socket: errno \(errno)") }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard rc == 0 else {
-            let e = errno
-            close()
-            throw Failure("connect: errno \(e)")
+        do { try connectToLoopback(fd, port: port) } catch {
+            fd = -1
+            throw error
         }
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         outbox.append(Array(ServerRawSocket.upgradeRequest(path: path).utf8))
@@ -194,23 +179,10 @@ final class FloodPeer {
     /// it. Returns false when no complete frame is buffered.
     func nextFrame(_ body: (Frame) throws -> Void) throws -> Bool {
         let r = inbox.readable
-        guard r.count >= 2 else { return false }
-        guard r[1] & 0x80 == 0 else { throw Failure("server frame is masked") }
-        var length = Int(r[1] & 0x7F)
-        var header = 2
-        if length == 126 {
-            guard r.count >= 4 else { return false }
-            length = Int(r[2]) << 8 | Int(r[3])
-            header = 4
-        } else if length == 127 {
-            guard r.count >= 10 else { return false }
-            length = (2..<10).reduce(0) { $0 << 8 | Int(r[$1]) }
-            header = 10
-        }
-        guard r.count >= header + length else { return false }
-        try body(Frame(fin: r[0] & 0x80 != 0, opcode: r[0] & 0x0F,
-                       payload: UnsafeRawBufferPointer(rebasing: r[header..<(header + length)])))
-        inbox.consume(header + length)
+        guard let h = try RawFrameHeader.parse(r), r.count >= h.frameLength else { return false }
+        try body(Frame(fin: h.fin, opcode: h.opcode,
+                       payload: UnsafeRawBufferPointer(rebasing: r[h.headerLength..<h.frameLength])))
+        inbox.consume(h.frameLength)
         return true
     }
 

@@ -10,10 +10,7 @@ import Foundation
 /// will send (unmasked frames, invalid UTF-8, wrong versions, slow or huge heads). Use it only on
 /// a thread of its own (``onServerTestThread(_:)``), never on the cooperative pool.
 final class ServerRawSocket {
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
-        init(_ d: String) { description = d }
-    }
+    typealias Failure = RawSocketFailure
 
     struct HTTPReply {
         var status: Int
@@ -30,9 +27,7 @@ final class ServerRawSocket {
         var opcode: UInt8
         var payload: [UInt8]
         /// For a close frame: the status code, if the payload has one.
-        var closeCode: Int? {
-            opcode == 0x8 && payload.count >= 2 ? Int(payload[0]) << 8 | Int(payload[1]) : nil
-        }
+        var closeCode: Int? { closeFrameCode(opcode: opcode, payload: payload) }
     }
 
     private(set) var fd: Int32
@@ -49,20 +44,9 @@ final class ServerRawSocket {
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         }
         setTimeout(timeout)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                systemConnect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        if rc != 0 {
-            let e = errno
-            systemClose(fd)
+        do { try connectToLoopback(fd, port: port) } catch {
             fd = -1
-            throw Failure("connect: errno \(e)")
+            throw error
         }
     }
 
@@ -166,25 +150,10 @@ final class ServerRawSocket {
     /// The next (server, so unmasked) frame already read in whole, consumed; nil while it is
     /// incomplete.
     func bufferedFrame() throws -> Frame? {
-        guard buffer.count >= 2 else { return nil }
-        let fin = buffer[0] & 0x80 != 0
-        let opcode = buffer[0] & 0x0F
-        guard buffer[1] & 0x80 == 0 else { throw Failure("server frame is masked") }
-        var length = Int(buffer[1] & 0x7F)
-        var headerLength = 2
-        if length == 126 {
-            guard buffer.count >= 4 else { return nil }
-            length = Int(buffer[2]) << 8 | Int(buffer[3])
-            headerLength = 4
-        } else if length == 127 {
-            guard buffer.count >= 10 else { return nil }
-            length = buffer[2..<10].reduce(0) { $0 << 8 | Int($1) }
-            headerLength = 10
-        }
-        guard buffer.count >= headerLength + length else { return nil }
-        let payload = Array(buffer[headerLength..<(headerLength + length)])
-        buffer.removeFirst(headerLength + length)
-        return Frame(fin: fin, opcode: opcode, payload: payload)
+        guard let h = try RawFrameHeader.parse(buffer), buffer.count >= h.frameLength else { return nil }
+        let payload = Array(buffer[h.headerLength..<h.frameLength])
+        buffer.removeFirst(h.frameLength)
+        return Frame(fin: h.fin, opcode: h.opcode, payload: payload)
     }
 
     // MARK: Many sockets at once
