@@ -107,7 +107,8 @@ public struct WebSocketProtocol: Sendable {
     /// Safe while the caller's message still shares the storage: the protocol then allocates
     /// fresh storage, as without the offer, and the caller's bytes are never written.
     public mutating func recycle(_ storage: [UInt8]) {
-        guard state != .closed else { return }
+        // Only while frames are still parsed: after the peer's close nothing more is received.
+        guard state == .open || state == .closing else { return }
         recycledStorage = storage
         recycledSinceIdleCheck = true
     }
@@ -386,12 +387,7 @@ public struct WebSocketProtocol: Sendable {
     ///   close frame is sent or the connection is closed (§5.5.1: no data after our close
     ///   frame). In `.closeReceived` sending is still allowed.
     public mutating func writeMessage<G: RandomNumberGenerator>(_ opcode: WebSocketOpcode, payload: UnsafeRawBufferPointer, into buffer: inout [UInt8], using rng: inout G) throws(WebSocketStateError) {
-        guard opcode == .text || opcode == .binary else { throw .invalidArgument }
-        if opcode == .text {
-            var validator = UTF8Validator()
-            guard validator.validate(payload) && validator.isComplete else { throw .invalidArgument }
-        }
-        guard canSend else { throw .notOpen }
+        try checkMessage(opcode, payload: payload)
         writeFrame(opcode, payload: payload, into: &buffer, using: &rng)
     }
 
@@ -403,14 +399,20 @@ public struct WebSocketProtocol: Sendable {
     /// - Throws: as ``writeMessage(_:payload:into:using:)``, and `.invalidArgument` as a client
     ///   (its payload must be masked: use ``writeMessage(_:payload:into:using:)``).
     public mutating func writeMessageHeader(_ opcode: WebSocketOpcode, payload: UnsafeRawBufferPointer, into buffer: inout [UInt8]) throws(WebSocketStateError) {
-        guard role == .server, opcode == .text || opcode == .binary else { throw .invalidArgument }
+        guard role == .server else { throw .invalidArgument }
+        try checkMessage(opcode, payload: payload)
+        WebSocketFrameSerializer.writeHeader(WebSocketFrameHeader(fin: true, opcode: opcode, maskingKey: nil,
+                                                                  payloadLength: UInt64(payload.count)), into: &buffer)
+    }
+
+    /// A data message may be sent: a data opcode, valid UTF-8 for text (§8.1), and ``canSend``.
+    private func checkMessage(_ opcode: WebSocketOpcode, payload: UnsafeRawBufferPointer) throws(WebSocketStateError) {
+        guard opcode == .text || opcode == .binary else { throw .invalidArgument }
         if opcode == .text {
             var validator = UTF8Validator()
             guard validator.validate(payload) && validator.isComplete else { throw .invalidArgument }
         }
         guard canSend else { throw .notOpen }
-        WebSocketFrameSerializer.writeHeader(WebSocketFrameHeader(fin: true, opcode: opcode, maskingKey: nil,
-                                                                  payloadLength: UInt64(payload.count)), into: &buffer)
     }
 
     /// True while frames other than our close may still be written: `.open` and `.closeReceived`.

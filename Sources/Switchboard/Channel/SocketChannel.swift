@@ -23,8 +23,10 @@ protocol SocketChannelDelegate: AnyObject {
 enum OutboundStatus: Equatable {
     /// Queued; the queue is at or below its high-water mark.
     case queued
-    /// Queued; the queue is now above its high-water mark, so the channel has stopped reading
-    /// (the peer's TCP window fills instead of our memory) until it drains below the low one.
+    /// Queued; the queue is now above its high-water mark: stop producing until it drains
+    /// (``SocketChannelDelegate/channelWritable()``). With
+    /// ``SocketChannel/pausesReadingAboveHighWaterMark`` the channel has also stopped reading
+    /// (the peer's TCP window fills instead of our memory) until it is back at the low mark.
     case backpressure
     /// Not queued: the queue already holds more than ``SocketChannel/limit`` bytes.
     case overLimit
@@ -86,10 +88,13 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
     private var flushScheduled = false
     private var closeWhenFlushed = false
     private var lingerTimer: EventLoopTimer?
+    /// TLS: close_notify goes out once the queue is written (``sendCloseNotify()``).
+    private var closeNotifyPending = false
     private(set) var isClosed = false
     private var peerClosedRead = false
 
-    /// Above this many queued bytes ``isWritable`` turns false and reading stops;
+    /// Above this many queued bytes ``isWritable`` turns false (and, with
+    /// ``pausesReadingAboveHighWaterMark``, reading stops);
     /// ``SocketChannelDelegate/channelWritable()`` is called, and reading resumes, once the
     /// queue is back at or under ``lowWaterMark``.
     var highWaterMark = 1 << 20
@@ -507,7 +512,6 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         closeNotifyPending = true
         flushSoon()
     }
-    private var closeNotifyPending = false
 
     /// Closes the socket now; queued bytes are dropped.
     func close() {
