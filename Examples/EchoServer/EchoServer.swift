@@ -44,11 +44,20 @@ struct EchoServer: AsyncParsableCommand {
         logger.logLevel = .warning
         let server = WebSocketServer(configuration: config, logger: logger)
         // Fan-out benchmark: every message on /broadcast goes to every other /broadcast client.
-        server.route("/broadcast") { [server] connection in
-            server.subscribe(connection, to: "broadcast")
-            for await message in connection.messages() {
-                await server.publish(message, to: "broadcast", excluding: connection)
+        switch api {
+        case .tasks:
+            server.route("/broadcast") { [server] connection in
+                server.subscribe(connection, to: "broadcast")
+                for await message in connection.messages() {
+                    await server.publish(message, to: "broadcast", excluding: connection)
+                }
             }
+        case .callbacks:
+            server.route("/broadcast", callbacks: WebSocketCallbacks(onOpen: { [server] connection in
+                server.subscribe(connection, to: "broadcast")
+            }, onMessage: { [server] connection, message in
+                server.publishNow(message, to: "broadcast", excluding: connection)
+            }))
         }
         switch api {
         case .tasks:

@@ -48,39 +48,63 @@ public struct WebSocketProtocol: Sendable {
         case payload
     }
 
+    // Stored properties are ordered so that small ones share words: one machine per
+    // connection, so its size is part of every idle connection's memory.
+
     private var frameState: FrameState = .header
-    /// A header split across reads (at most ``WebSocketFrameHeader/maxSize`` bytes).
-    private var headerBuffer: [UInt8] = []
     /// The frame whose payload is being read.
     private var frameOpcode: WebSocketOpcode = .continuation
     private var frameFin = true
     /// ``recycle(_:)`` was called since the last ``releaseRecycledStorageIfIdle()``.
     private var recycledSinceIdleCheck = false
-    private var frameKey: WebSocketMaskingKey?
-    private var frameRemaining = 0
-    /// Masking phase (payload bytes of the current frame already read, mod 4).
-    private var framePhase = 0
-
     /// The data message in progress: `.text` or `.binary`, or nil between messages.
     private var messageOpcode: WebSocketOpcode?
+    /// Masking phase (payload bytes of the current frame already read, mod 4).
+    private var framePhase = 0
+    private var frameKey: WebSocketMaskingKey?
+    private var utf8 = UTF8Validator()
+    private var frameRemaining = 0
+    /// A header split across reads (at most ``WebSocketFrameHeader/maxSize`` bytes).
+    private var headerBuffer: [UInt8] = []
+
     private var messageBuffer: [UInt8] = []
     /// Storage offered with ``recycle(_:)`` for a later message's payload.
     private var recycledStorage: [UInt8] = []
     /// Largest up-front reservation for an announced frame (beyond it the buffer grows as
     /// bytes arrive).
     static let reservationCap = 1 << 20
-    private var utf8 = UTF8Validator()
     /// The payload of the control frame being read (at most 125 bytes).
     private var controlBuffer: [UInt8] = []
 
     /// Actions produced together and returned one per call, in order.
     private var pending: [WebSocketProtocolAction] = []
-    /// Set once `.closeTransport` has been queued (or the transport ended): every later call
-    /// returns nil.
-    private var finalStatus: WebSocketCloseStatus?
-    /// In `.closeReceived`: the status to report once closed and the payload of the close frame
-    /// ``writeClose(code:reason:into:using:)`` will write (the peer's code echoed, or our error).
-    private var closeReply: (status: WebSocketCloseStatus, payload: [UInt8])?
+
+    /// Close-time state, boxed (and replaced, never mutated, so the machine keeps value
+    /// semantics) so that an open machine carries one pointer for it.
+    private final class Ending: Sendable {
+        /// Set once `.closeTransport` has been queued (or the transport ended): every later
+        /// call returns nil.
+        let finalStatus: WebSocketCloseStatus?
+        /// In `.closeReceived`: the status to report once closed and the payload of the close
+        /// frame ``writeClose(code:reason:into:using:)`` will write (the peer's code echoed, or
+        /// our error).
+        let closeReply: (status: WebSocketCloseStatus, payload: [UInt8])?
+
+        init(finalStatus: WebSocketCloseStatus?, closeReply: (status: WebSocketCloseStatus, payload: [UInt8])?) {
+            self.finalStatus = finalStatus
+            self.closeReply = closeReply
+        }
+    }
+    private var ending: Ending?
+
+    private var finalStatus: WebSocketCloseStatus? {
+        get { ending?.finalStatus }
+        set { ending = newValue == nil && closeReply == nil ? nil : Ending(finalStatus: newValue, closeReply: closeReply) }
+    }
+    private var closeReply: (status: WebSocketCloseStatus, payload: [UInt8])? {
+        get { ending?.closeReply }
+        set { ending = newValue == nil && finalStatus == nil ? nil : Ending(finalStatus: finalStatus, closeReply: newValue) }
+    }
 
     /// Why the connection closed (or is closing, in `.closeReceived`): the peer's code and
     /// reason, the error we failed it with, or 1006 when the transport ended first. nil while

@@ -18,7 +18,7 @@ struct InboundQueueTests {
 
     @Test func aWaitingReceiverGetsTheMessageDirectly() async {
         let queue = Locked(InboundQueue(highWaterMark: 10, lowWaterMark: 4))
-        let message: WebSocketMessage? = await withCheckedContinuation { c in
+        let message: WebSocketMessage? = await withUnsafeContinuation { c in
             let (waiting, pushed) = queue.withLock { q in (q.wait(c), q.push(.text([65]))) }
             #expect(waiting)
             #expect(pushed == .handedToReceiver)
@@ -30,14 +30,14 @@ struct InboundQueueTests {
     @Test func aSecondReceiverIsRefusedAndTheFirstKeepsWaiting() async {
         let queue = Locked(InboundQueue(highWaterMark: 10, lowWaterMark: 4))
         let (registered, signal) = AsyncStream<Void>.makeStream()
-        async let first: WebSocketMessage? = withCheckedContinuation { c in
+        async let first: WebSocketMessage? = withUnsafeContinuation { c in
             let waiting = queue.withLock { $0.wait(c) }
             #expect(waiting)
             signal.yield()
         }
         for await _ in registered { break }
         let marker = WebSocketMessage.text([0xEE])
-        let second: WebSocketMessage? = await withCheckedContinuation { c in
+        let second: WebSocketMessage? = await withUnsafeContinuation { c in
             if !queue.withLock({ $0.wait(c) }) { c.resume(returning: marker) }   // refused: never stored
         }
         #expect(second == marker)

@@ -52,20 +52,23 @@ enum OutboundStatus: Equatable {
 final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Sendable {
     // Safety: every member is touched only on `loop`'s thread (asserted in debug builds).
 
+    // Stored properties are ordered, and sized, so that the object stays small: an idle
+    // connection's memory is mostly this object and the connection actor.
+
     let loop: EventLoop
     let fd: Int32
-    private var slot = -1
-    private var tls: TLSSession?
+    /// The loop's registration token (-1 while not registered).
+    private var slotIndex: Int32 = -1
+    private var slot: Int { Int(slotIndex) }
+    /// TLS only: the session and its ciphertext (see ``TLSChannelState``).
+    private var tlsState: TLSChannelState?
+    private var tls: TLSSession? { tlsState?.session }
     /// Strong on purpose: an open connection lives as long as its socket; ``close()`` breaks the cycle.
     var delegate: SocketChannelDelegate?
 
     /// Outgoing plaintext, private: writers go through ``append(exempt:_:)``, ``write(_:)`` and
     /// ``queuePong(_:)``.
     private var queue = OutboundQueue()
-    /// TLS only: ciphertext waiting for the socket (at most one batch: plaintext is encrypted
-    /// only once the previous batch is written).
-    private var cipherOut: [UInt8] = []
-    private var cipherOffset = 0
     /// Plaintext handed to TLS at a time.
     private static let tlsBatch = 64 << 10
 
@@ -75,8 +78,9 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
     private var outboundPaused = false
     /// Whether reading stops while the queue is above the high-water mark (callback routes).
     var pausesReadingAboveHighWaterMark = false
-    /// Pings answered while a pong already waited in the slot (the socket accepting nothing).
-    private var pingsWhileBlocked = 0
+    /// Pings answered while a pong already waited in the slot (the socket accepting nothing);
+    /// saturates, and only its comparison with ``pingFloodLimit`` matters.
+    private var pingsWhileBlocked: UInt8 = 0
     /// Past this many, the peer is flooding pings without reading the answers: reading stops
     /// until the pong is written. A keepalive sends one ping per interval, so only a flood (or a
     /// peer stuck for minutes) gets here.
@@ -87,26 +91,34 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
     private var waitingForWritable = false
     private var flushScheduled = false
     private var closeWhenFlushed = false
-    private var lingerTimer: EventLoopTimer?
     /// TLS: close_notify goes out once the queue is written (``sendCloseNotify()``).
     private var closeNotifyPending = false
     private(set) var isClosed = false
     private var peerClosedRead = false
+    private var signalWritable = false
+    private var tlsHandshakeDone = false
+    private var lingerTimer: EventLoopTimer?
 
+    /// The queue's water marks and limit, shared by every connection with the same settings.
+    var limits = OutboundLimits.default
     /// Above this many queued bytes ``isWritable`` turns false (and, with
     /// ``pausesReadingAboveHighWaterMark``, reading stops);
     /// ``SocketChannelDelegate/channelWritable()`` is called, and reading resumes, once the
     /// queue is back at or under ``lowWaterMark``.
-    var highWaterMark = 1 << 20
-    var lowWaterMark = 256 << 10
+    var highWaterMark: Int { limits.highWaterMark }
+    var lowWaterMark: Int { limits.lowWaterMark }
     /// Appends that may be refused are refused once this many bytes are queued.
-    var limit = 16 << 20
-    private var signalWritable = false
+    var limit: Int { limits.limit }
+
+    private var tlsHandshakeCompletionSlot: ((SwitchboardError?) -> Void)? {
+        get { tlsState?.handshakeCompletion }
+        set { tlsState?.handshakeCompletion = newValue }
+    }
 
     init(loop: EventLoop, fd: Int32, tls: TLSSession?) {
         self.loop = loop
         self.fd = fd
-        self.tls = tls
+        self.tlsState = tls.map(TLSChannelState.init)
     }
 
     deinit {
@@ -116,9 +128,9 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
     /// Registers with the loop; reading starts at once. With TLS, the handshake starts too and
     /// `tlsReady` is called once it completes (nil) or fails (the error; the channel is closed).
     func activate(tlsReady: ((SwitchboardError?) -> Void)? = nil) throws(SocketError) {
-        slot = try loop.register(fd: fd, events: interest, handler: self)
-        if tls != nil {
-            tlsHandshakeCompletion = tlsReady
+        slotIndex = Int32(truncatingIfNeeded: try loop.register(fd: fd, events: interest, handler: self))
+        if let tlsState {
+            tlsState.handshakeCompletion = tlsReady
             driveTLSHandshake()
         } else {
             tlsHandshakeDone = true
@@ -126,15 +138,12 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         }
     }
 
-    private var tlsHandshakeDone = false
-    private var tlsHandshakeCompletion: ((SwitchboardError?) -> Void)?
-
     private func driveTLSHandshake() {
         guard let tls, !tlsHandshakeDone else { return }
         do {
             let state = try tls.handshake()
             if tls.hasPendingCiphertext {
-                tls.drainCiphertext(into: &cipherOut)
+                if let tlsState { tls.drainCiphertext(into: &tlsState.cipherOut) }
                 guard let blocked = writeCipher() else { return }
                 if blocked && !waitingForWritable {
                     waitingForWritable = true
@@ -144,13 +153,13 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
             if state == .complete {
                 tlsHandshakeDone = true
                 if !queue.isEmpty { flushSoon() }
-                let c = tlsHandshakeCompletion
-                tlsHandshakeCompletion = nil
+                let c = tlsHandshakeCompletionSlot
+                tlsHandshakeCompletionSlot = nil
                 c?(nil)
             }
         } catch {
-            let c = tlsHandshakeCompletion
-            tlsHandshakeCompletion = nil
+            let c = tlsHandshakeCompletionSlot
+            tlsHandshakeCompletionSlot = nil
             let err = SwitchboardError.tls(error.description)
             let d = delegate
             close()
@@ -172,7 +181,7 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
 
     /// Bytes queued but not yet accepted by the kernel.
     var pendingByteCount: Int {
-        queue.count + (cipherOut.count - cipherOffset)
+        queue.count + (tlsState.map { $0.cipherOut.count - $0.cipherOffset } ?? 0)
     }
 
     /// False while more than ``highWaterMark`` bytes are queued.
@@ -237,7 +246,7 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
     func queuePong(_ frame: [UInt8]) {
         guard !isClosed else { return }
         if waitingForWritable {
-            if queue.setPong(frame) { pingsWhileBlocked += 1 }
+            if queue.setPong(frame) && pingsWhileBlocked < .max { pingsWhileBlocked += 1 }
         } else {
             frame.withUnsafeBytes { queue.append($0) }
         }
@@ -319,7 +328,7 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
     /// nil if the channel failed (then closed).
     private func flushTLS(_ tls: TLSSession) -> Bool? {
         while true {
-            if tls.hasPendingCiphertext { tls.drainCiphertext(into: &cipherOut) }
+            if tls.hasPendingCiphertext, let tlsState { tls.drainCiphertext(into: &tlsState.cipherOut) }
             switch writeCipher() {
             case nil: return nil
             case true?: return true
@@ -361,19 +370,20 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
     /// Writes `cipherOut`; returns true if the socket blocked, false when all was written, nil
     /// if the channel failed.
     private func writeCipher() -> Bool? {
-        while cipherOffset < cipherOut.count {
-            let start = cipherOffset
-            let result = cipherOut.withUnsafeBytes { raw in Socket.write(fd, UnsafeRawBufferPointer(rebasing: raw[start...])) }
+        guard let st = tlsState else { return false }
+        while st.cipherOffset < st.cipherOut.count {
+            let start = st.cipherOffset
+            let result = st.cipherOut.withUnsafeBytes { raw in Socket.write(fd, UnsafeRawBufferPointer(rebasing: raw[start...])) }
             switch result {
-            case .bytes(let n): cipherOffset += n
+            case .bytes(let n): st.cipherOffset += n
             case .wouldBlock, .eof: return true
             case .failed(let e):
                 fail(.io(SocketError(errno: e, operation: "write")))
                 return nil
             }
         }
-        cipherOut = []
-        cipherOffset = 0
+        st.cipherOut = []
+        st.cipherOffset = 0
         return false
     }
 
@@ -476,8 +486,8 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
     }
 
     private func peerEOF() {
-        if !tlsHandshakeDone, let c = tlsHandshakeCompletion {
-            tlsHandshakeCompletion = nil
+        if !tlsHandshakeDone, let c = tlsHandshakeCompletionSlot {
+            tlsHandshakeCompletionSlot = nil
             close()
             c(.tls("connection closed during the TLS handshake"))
             return
@@ -521,9 +531,8 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         lingerTimer = nil
         if slot >= 0 { loop.deregister(fd: fd, slot: slot) }
         Socket.close(fd)
-        tls = nil
+        tlsState = nil
         queue.removeAll()
-        cipherOut = []
         delegate = nil
     }
 
@@ -531,11 +540,25 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         guard !isClosed else { return }
         let d = delegate
         close()
-        if let c = tlsHandshakeCompletion {
-            tlsHandshakeCompletion = nil
+        if let c = tlsHandshakeCompletionSlot {
+            tlsHandshakeCompletionSlot = nil
             c(error)
             return
         }
         d?.channelFailed(error)
     }
+}
+
+/// A TLS channel's session and the state only TLS needs, kept out of ``SocketChannel`` itself
+/// so that plain connections do not carry it.
+final class TLSChannelState {
+    let session: TLSSession
+    /// Ciphertext waiting for the socket (at most one batch: plaintext is encrypted only once
+    /// the previous batch is written).
+    var cipherOut: [UInt8] = []
+    var cipherOffset = 0
+    /// Called once the handshake completes (nil) or fails.
+    var handshakeCompletion: ((SwitchboardError?) -> Void)?
+
+    init(_ session: TLSSession) { self.session = session }
 }

@@ -25,7 +25,11 @@ public actor SocketAdapter: SocketClient {
     /// Reconnection policy; nil (the default) means the stream ends with the connection.
     public nonisolated let reconnectPolicy: ReconnectPolicy?
     private var options: WebSocketClientOptions?
-    private var connection: WebSocketConnection?
+    private var connection: WebSocketConnection? {
+        didSet { outbox.withLock { $0.connectionChanged(to: connection) } }
+    }
+    /// Commands on their way to the connection's loop (see ``send(command:)``).
+    private nonisolated let outbox = Locked(CommandOutbox<WebSocketConnection>())
     private var ended: (status: WebSocketCloseStatus?, error: SwitchboardError?)?
     private var reconnecting = false
     private var userClosed = false
@@ -60,7 +64,8 @@ public actor SocketAdapter: SocketClient {
     /// first attempt fails (reconnection applies to connections lost later).
     public func connect(to endpoint: some SocketEndpoint) async throws(SwitchboardError) -> AsyncStream<Data> {
         try await start(endpoint)
-        return AsyncStream(unfolding: { [self] in await self.nextLine() },
+        let buffer = LineBatchBuffer()
+        return AsyncStream(unfolding: { [self] in await buffer.next { await self.nextLines() } },
                            onCancel: { [self] in Task { await self.close(code: .goingAway) } })
     }
 
@@ -127,9 +132,10 @@ public actor SocketAdapter: SocketClient {
 
     // MARK: Receiving
 
-    private func nextLine() async -> Data? {
+    /// The next lines of the current connection, in batches (``WebSocketConnection/nextLines()``).
+    private func nextLines() async -> [Data]? {
         while let c = await currentOrNextConnection() {
-            if let line = await c.nextLine() { return line }
+            if let lines = await c.nextLines() { return lines }
             guard await waitForReplacement(of: c) else { return nil }
         }
         return nil
@@ -243,15 +249,43 @@ public actor SocketAdapter: SocketClient {
 
     /// Sends the command's text plus a trailing newline (if absent) as one text message.
     /// While a reconnecting adapter is disconnected: see ``DisconnectedSendPolicy``.
-    public func send(command: some SocketCommand) async throws(SwitchboardError) {
+    ///
+    /// Commands sent while the connection keeps up cost no executor hop each: they are handed
+    /// to the connection's event loop in batches (one wake-up for all the commands sent before
+    /// the loop gets to them), in order. While the connection's outbound queue is above its
+    /// high-water mark, or more than 256 KiB (`CommandOutbox.limit`) bytes of commands wait for the
+    /// loop, `send` waits for room instead, as ``WebSocketConnection/send(text:)`` does. A
+    /// command accepted just as the connection closes is dropped with it, like bytes in flight;
+    /// the following `send` throws.
+    public nonisolated func send(command: some SocketCommand) async throws(SwitchboardError) {
+        let line = command.line
+        switch outbox.withLock({ $0.offer(line) }) {
+        case .queued:
+            return
+        case .queuedAndWake(let connection):
+            connection.loop.execute { [outbox] in
+                let batch = outbox.withLock { $0.takeBatch() }
+                connection.assumeIsolated { c in
+                    let writable = c.queueTexts(batch)
+                    outbox.withLock { $0.drained(writable: writable) }
+                }
+            }
+        case .refused:
+            try await sendWaitingForRoom(line)
+        }
+    }
+
+    private func sendWaitingForRoom(_ line: String) async throws(SwitchboardError) {
         if connection == nil, reconnecting, case .queue(let max) = reconnectPolicy?.whileDisconnected {
             guard queuedCommands.count < max else {
                 throw .limitExceeded("\(max) commands already queued while reconnecting", closeCode: .tryAgainLater)
             }
-            queuedCommands.append(command.line)
+            queuedCommands.append(line)
             return
         }
-        try await send(text: command.line)
+        try await send(text: line)
+        // `send(text:)` returned, so there was room: commands may take the quick way again.
+        outbox.withLock { $0.drained(writable: true) }
     }
 
     /// Sends a text message as is.
@@ -280,6 +314,8 @@ public actor SocketAdapter: SocketClient {
     /// reconnection. Idempotent.
     public func close(code: WebSocketCloseCode = .normalClosure, reason: String = "") async {
         userClosed = true
+        // From now on `send` takes the checked path, which throws.
+        outbox.withLock { $0.connectionChanged(to: nil) }
         reconnectTask?.cancel()
         guard let c = connection else {
             if reconnecting { finish(status: ended?.status, error: ended?.error) }

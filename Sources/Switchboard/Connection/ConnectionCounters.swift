@@ -1,7 +1,13 @@
 import Synchronization
+import SwitchboardCore
 
-/// Lock-free counters shared by a server and its connections.
+/// Lock-free counters shared by a server and its connections, and the server's one hook for a
+/// connection that closed: one object per server, so a connection keeps a single reference
+/// for both instead of a closure (and a logger) of its own.
 final class ConnectionCounters: Sendable {
+    /// Called once per connection, when it has closed, before `open` is decremented.
+    typealias CloseHook = @Sendable (WebSocketConnection, WebSocketCloseStatus) -> Void
+    private let closeHook = Locked<CloseHook?>(nil)
     let open = Atomic<Int>(0)
     /// Accepted sockets not yet closed (handshakes in progress included): what
     /// ``WebSocketServerConfiguration/maxConnections`` caps.
@@ -25,7 +31,11 @@ final class ConnectionCounters: Sendable {
         bytesOutTotal.wrappingAdd(bytes, ordering: .relaxed)
     }
     func slowConsumerClosed() { slowConsumers.wrappingAdd(1, ordering: .relaxed) }
-    func connectionClosed() {
+    /// Set once, by the server, before it accepts connections.
+    func setCloseHook(_ hook: @escaping CloseHook) { closeHook.withLock { $0 = hook } }
+
+    func connectionClosed(_ connection: WebSocketConnection, status: WebSocketCloseStatus) {
+        closeHook.withLock { $0 }?(connection, status)
         open.wrappingSubtract(1, ordering: .relaxed)
         socketReleased()
     }

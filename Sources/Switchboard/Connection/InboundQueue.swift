@@ -7,7 +7,10 @@ import SwitchboardCore
 /// It decides, the connection acts: ``push(_:)`` says when to stop reading the socket and
 /// ``pop()`` when to resume.
 struct InboundQueue {
-    typealias Waiter = CheckedContinuation<WebSocketMessage?, Never>
+    /// Unsafe rather than checked: the checked form costs every waiting task a heap object
+    /// (idle memory per connection). The queue resumes it exactly once: `push` and
+    /// `resumeWaiter` both take it out of `waiter` before resuming it.
+    typealias Waiter = UnsafeContinuation<WebSocketMessage?, Never>
 
     private var messages = RingBuffer<WebSocketMessage>()
     /// Payload bytes queued.

@@ -6,34 +6,83 @@ import SwitchboardCore
 ///
 /// Allocated on first use, so connections that never read lines pay nothing for it.
 final class LineReader: @unchecked Sendable {
-    // Safety: touched only from `WebSocketConnection.nextLine()`, isolated to its connection.
+    // Safety: touched only from `WebSocketConnection.nextLines()`, isolated to its connection.
     private var buffer: LineBuffer
     private var ended = false
+
+    /// Most lines handed out per batch: a message of many short lines is split into several
+    /// batches, so a batch never holds much more than what the inbound queue already bounds.
+    static let batchLimit = 256
 
     init(configuration: WebSocketConfiguration) {
         buffer = LineBuffer(maxLineLength: configuration.maxLineLength, emptyLines: configuration.emptyLines)
     }
 
-    /// The next line, or nil at the end (a final unterminated line is delivered first). A line
-    /// longer than ``WebSocketConfiguration/maxLineLength`` fails the connection with 1009.
-    func next(from connection: isolated WebSocketConnection) async -> Data? {
+    /// The lines available now (at most ``batchLimit``), waiting only when there is none; nil at
+    /// the end (a final unterminated line is delivered first). Messages already received are
+    /// split without waiting, so a consumer that keeps up gets every line of a read in one call.
+    /// A line longer than ``WebSocketConfiguration/maxLineLength`` fails the connection with
+    /// 1009 (the lines before it are still delivered).
+    func nextBatch(from connection: isolated WebSocketConnection) async -> [Data]? {
+        var batch: [Data] = []
         while !ended {
-            if let line = buffer.nextLine() { return Data(line) }
-            guard let message = try? await connection.receive() else {
+            while batch.count < Self.batchLimit, let line = buffer.nextLine() { batch.append(Data(line)) }
+            if batch.count >= Self.batchLimit { return batch }
+            let message: WebSocketMessage?
+            if batch.isEmpty {
+                message = try? await connection.receive()
+            } else {
+                // Something to hand out already: take more only if it is there now.
+                guard let queued = connection.takeQueuedMessage() else { return batch }
+                message = queued
+            }
+            guard let message else {
                 ended = true
-                return buffer.finish().map { Data($0) }
+                if let last = buffer.finish() { batch.append(Data(last)) }
+                break
             }
             do {
                 switch message {
                 case .text(let bytes), .binary(let bytes): try buffer.append(bytes)
                 }
             } catch {
+                // The lines completed before the offending one are still delivered (all of
+                // them: nothing follows in this stream).
+                while let line = buffer.nextLine() { batch.append(Data(line)) }
                 ended = true
                 buffer = LineBuffer(maxLineLength: 0, emptyLines: .skip)
                 connection.failLineTooLong()
-                return nil
             }
         }
-        return nil
+        return batch.isEmpty ? nil : batch
+    }
+}
+
+/// The lines of ``LineReader`` batches, one at a time: what `AsyncStream<Data>` of lines pulls
+/// from. A consumer that keeps up costs one executor hop per batch, not per line.
+final class LineBatchBuffer: Sendable {
+    private let lines = Locked<(batch: [Data], next: Int)>(([], 0))
+
+    /// The next line of `fetch`'s batches; nil once `fetch` returns nil.
+    func next(_ fetch: () async -> [Data]?) async -> Data? {
+        if let line = popLocal() { return line }
+        guard let batch = await fetch(), !batch.isEmpty else { return nil }
+        lines.withLock { state in
+            // One consumer at a time (AsyncStream's rule), so nothing was added meanwhile.
+            state = (batch, 0)
+        }
+        return popLocal()
+    }
+
+    private func popLocal() -> Data? {
+        lines.withLock { state in
+            guard state.next < state.batch.count else {
+                if !state.batch.isEmpty { state = ([], 0) }
+                return nil
+            }
+            let line = state.batch[state.next]
+            state.next += 1
+            return line
+        }
     }
 }

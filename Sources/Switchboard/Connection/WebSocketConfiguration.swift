@@ -67,5 +67,28 @@ public struct WebSocketConfiguration: Sendable, Equatable {
 /// A ``WebSocketConfiguration`` shared by reference between the connections of one server.
 final class SharedWebSocketConfiguration: Sendable {
     let value: WebSocketConfiguration
-    init(_ value: WebSocketConfiguration) { self.value = value }
+    /// The outbound queue's marks, shared by every connection's channel.
+    let outboundLimits: OutboundLimits
+    init(_ value: WebSocketConfiguration) {
+        self.value = value
+        outboundLimits = OutboundLimits(highWaterMark: value.outboundHighWaterMark,
+                                        lowWaterMark: value.outboundLowWaterMark, limit: value.outboundLimit)
+    }
+}
+
+/// A ``SocketChannel``'s outbound water marks and limit (see ``SocketChannel/highWaterMark``):
+/// one instance per configuration, referenced by every channel that uses it.
+final class OutboundLimits: Sendable {
+    let highWaterMark: Int
+    let lowWaterMark: Int
+    let limit: Int
+
+    init(highWaterMark: Int, lowWaterMark: Int, limit: Int) {
+        self.highWaterMark = highWaterMark
+        self.lowWaterMark = lowWaterMark
+        self.limit = limit
+    }
+
+    /// 1 MiB high, 256 KiB low, 16 MiB limit: the channel's own defaults.
+    static let `default` = OutboundLimits(highWaterMark: 1 << 20, lowWaterMark: 256 << 10, limit: 16 << 20)
 }

@@ -98,14 +98,14 @@ extension WebSocketConnection {
         closeWaiters = []
         for c in closers { c.resume() }
         if let onClose = callbacks?.onClose {
-            callbacks = nil
+            callbacksBox = nil
             onClose(self)
         }
         let status = closeStatus ?? WebSocketCloseStatus(code: .abnormalClosure, reason: "", error: nil)
         let handlers = closeHandlers
         closeHandlers = []
         for h in handlers { h(status) }
-        counters?.connectionClosed()
+        counters?.connectionClosed(self, status: status)
     }
 
     // MARK: Closing, asked by the application

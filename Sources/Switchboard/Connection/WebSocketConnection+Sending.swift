@@ -15,6 +15,21 @@ extension WebSocketConnection {
         }.get()
     }
 
+    /// Queues text messages sent from another thread (``SocketAdapter``'s batched commands), in
+    /// order, as `send(text:)` would once it found room; messages for a connection no longer
+    /// open are dropped. Returns whether the outbound queue is still at or below its high-water
+    /// mark.
+    func queueTexts(_ texts: [String]) -> Bool {
+        for var text in texts {
+            guard isOpen else { return false }
+            let queued = text.withUTF8 { buf in
+                (try? enqueue(.text, UnsafeRawBufferPointer(buf), exempt: true)) != nil
+            }
+            if !queued { return false }
+        }
+        return isOpen && channel.isWritable
+    }
+
     /// Sends a binary message.
     public func send(binary: Data) async throws(SwitchboardError) {
         try await waitUntilWritable()

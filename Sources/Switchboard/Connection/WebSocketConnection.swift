@@ -21,7 +21,7 @@ import SwitchboardCore
 /// Receive with ``lines()`` (newline-delimited, one `Data` per line) **or** ``messages()`` /
 /// ``receive()`` (whole messages): both draw from the same queue, so use one per connection.
 /// The streams finish when the connection closes; ``closeStatus`` and ``error`` tell why.
-public actor WebSocketConnection {
+public actor WebSocketConnection: EventLoopTimerTarget {
     /// A process-unique id, used in logs.
     public nonisolated let id: UInt64
     public nonisolated let role: WebSocketRole
@@ -57,27 +57,52 @@ public actor WebSocketConnection {
     /// The state of ``lines()``, created on first use.
     private var lineReader: LineReader?
     /// Set for connections of a callback route: messages are handed to `onMessage` as they are
-    /// parsed, and nothing is queued for `receive()`.
-    var callbacks: WebSocketCallbacks?
+    /// parsed, and nothing is queued for `receive()`. Shared by every connection of the route.
+    var callbacksBox: WebSocketCallbacksBox?
+    var callbacks: WebSocketCallbacks? { callbacksBox?.callbacks }
 
     private var keepalive: WebSocketKeepalive?
     private var keepaliveTimer: EventLoopTimer?
+    /// Close-time state, allocated when first needed (see ``ConnectionClosingState``).
+    private var closingState: ConnectionClosingState?
+    private var ensuredClosingState: ConnectionClosingState {
+        if let s = closingState { return s }
+        let s = ConnectionClosingState()
+        closingState = s
+        return s
+    }
+
     /// The one closing timer: while the peer's close waits for the application to answer
     /// earlier messages (``closeReplyGrace``), then while waiting for the peer's close or the
     /// server's TCP close (``WebSocketConfiguration/closeTimeout``).
-    var closeTimer: EventLoopTimer?
+    var closeTimer: EventLoopTimer? {
+        get { closingState?.closeTimer }
+        set { if newValue != nil || closingState != nil { ensuredClosingState.closeTimer = newValue } }
+    }
 
     var sendWaiters: [CheckedContinuation<Void, Never>] = []
-    var closeWaiters: [CheckedContinuation<Void, Never>] = []
+    var closeWaiters: [CheckedContinuation<Void, Never>] {
+        get { closingState?.closeWaiters ?? [] }
+        set { if !newValue.isEmpty || closingState != nil { ensuredClosingState.closeWaiters = newValue } }
+    }
     var transportClosed = false
-    var closeHandlers: [@Sendable (WebSocketCloseStatus) -> Void] = []
+    var closeHandlers: [@Sendable (WebSocketCloseStatus) -> Void] {
+        get { closingState?.closeHandlers ?? [] }
+        set { if !newValue.isEmpty || closingState != nil { ensuredClosingState.closeHandlers = newValue } }
+    }
     let counters: ConnectionCounters?
 
     /// Why the connection ended (nil while open): the close code and reason from the close
     /// handshake, 1006 if the TCP connection ended without one, or the code we failed with.
-    public internal(set) var closeStatus: WebSocketCloseStatus?
+    public internal(set) var closeStatus: WebSocketCloseStatus? {
+        get { closingState?.closeStatus }
+        set { if newValue != nil || closingState != nil { ensuredClosingState.closeStatus = newValue } }
+    }
     /// The error that ended the connection, if it did not end with a clean close handshake.
-    public internal(set) var error: SwitchboardError?
+    public internal(set) var error: SwitchboardError? {
+        get { closingState?.error }
+        set { if newValue != nil || closingState != nil { ensuredClosingState.error = newValue } }
+    }
     /// Round-trip time of the last keepalive ping answered (nil until one has been).
     public private(set) var lastPingRoundTrip: Duration?
 
@@ -111,23 +136,21 @@ public actor WebSocketConnection {
         self.proto = WebSocketProtocol(role: role, limits: configuration.protocolLimits)
         self.inbound = InboundQueue(highWaterMark: configuration.inboundHighWaterMark,
                                     lowWaterMark: configuration.inboundLowWaterMark)
-        channel.highWaterMark = configuration.outboundHighWaterMark
-        channel.lowWaterMark = configuration.outboundLowWaterMark
-        channel.limit = configuration.outboundLimit
+        channel.limits = sharedConfiguration.outboundLimits
     }
 
     /// Takes over the channel (on the loop thread) and parses bytes that arrived with the handshake.
     /// With `callbacks`, messages go to them instead of the receive queue.
-    nonisolated func start(leftover: [UInt8], callbacks: WebSocketCallbacks? = nil) {
+    nonisolated func start(leftover: [UInt8], callbacks: WebSocketCallbacksBox? = nil) {
         loop.assertInEventLoop()
         channel.delegate = self
         // A callback answers synchronously and cannot wait for room: the channel stops reading
         // while the outbound queue is above its high-water mark instead.
         channel.pausesReadingAboveHighWaterMark = callbacks != nil
         assumeIsolated { conn in
-            conn.callbacks = callbacks
+            conn.callbacksBox = callbacks
             conn.startKeepalive()
-            callbacks?.onOpen?(conn)
+            callbacks?.callbacks.onOpen?(conn)
             if !leftover.isEmpty {
                 leftover.withUnsafeBytes { conn.handleRead($0) }
             }
@@ -140,9 +163,13 @@ public actor WebSocketConnection {
     /// spanning any number of messages. Finishes when the connection closes; a line longer than
     /// ``WebSocketConfiguration/maxLineLength`` fails the connection with 1009. Cancelling the
     /// consuming task finishes the stream and closes the connection with 1001.
+    ///
+    /// The lines of one read are handed over together: a consumer that keeps up costs one
+    /// executor hop per read, not per line.
     public nonisolated func lines() -> AsyncStream<Data> {
-        AsyncStream(unfolding: { [self] in await self.nextLine() },
-                    onCancel: { [self] in Task { await self.close(code: .goingAway, reason: "") } })
+        let buffer = LineBatchBuffer()
+        return AsyncStream(unfolding: { [self] in await buffer.next { await self.nextLines() } },
+                           onCancel: { [self] in Task { await self.close(code: .goingAway, reason: "") } })
     }
 
     /// One element per received message. Finishes when the connection closes. Cancelling the
@@ -159,14 +186,44 @@ public actor WebSocketConnection {
     /// - Throws: ``SwitchboardError`` of kind `.concurrentReceive` when another task is already
     ///   waiting here: one receiver per connection.
     public func receive() async throws(SwitchboardError) -> WebSocketMessage? {
+        switch prepareToReceive() {
+        case .message(let m): return m
+        case .end: return nil
+        case .concurrent: throw .concurrentReceive
+        case .wait: return await waitForMessage()
+        }
+    }
+
+    /// `receive()`, and on cancellation of the waiting task the close handshake (1001). What
+    /// ``messages()`` iterates: written out rather than calling `receive()`, since every async
+    /// call in this chain is a frame the suspended task keeps (idle memory per connection).
+    func nextMessage() async -> WebSocketMessage? {
+        switch prepareToReceive() {
+        case .message(let m): return m
+        case .end, .concurrent: break
+        case .wait: if let m = await waitForMessage() { return m }
+        }
+        if Task.isCancelled { startClose(code: .goingAway, reason: "") }
+        return nil
+    }
+
+    private enum ReceiveStep { case message(WebSocketMessage), end, concurrent, wait }
+
+    /// The synchronous part of receiving: a queued message, the end, or wait.
+    private func prepareToReceive() -> ReceiveStep {
         applicationHoldsMessage = false          // asking for the next one: done with the last
-        if let m = takeQueued() { return m }
+        if let m = takeQueued() { return .message(m) }
         // The application has handled everything it had: a close held for it goes out now.
         if proto.state == .closeReceived { replyToClose() }
-        guard mayReceiveMore else { return nil }
-        if inbound.hasWaiter { throw .concurrentReceive }
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<WebSocketMessage?, Never>) in
+        guard mayReceiveMore else { return .end }
+        return inbound.hasWaiter ? .concurrent : .wait
+    }
+
+    /// Suspends until a message arrives (nil: the end, or the task was cancelled).
+    @inline(__always)
+    private func waitForMessage() async -> WebSocketMessage? {
+        await withTaskCancellationHandler {
+            await withUnsafeContinuation { (c: UnsafeContinuation<WebSocketMessage?, Never>) in
                 if let m = takeQueued() {
                     c.resume(returning: m)
                 } else if !mayReceiveMore || Task.isCancelled || !inbound.wait(c) {
@@ -187,7 +244,8 @@ public actor WebSocketConnection {
     private var mayReceiveMore: Bool { !transportClosed && (proto.state == .open || proto.state == .closing) }
 
     /// The next line (see ``lines()``).
-    func nextLine() async -> Data? {
+    /// The next lines (see ``lines()`` and ``LineReader/nextBatch(from:)``); nil at the end.
+    func nextLines() async -> [Data]? {
         let reader: LineReader
         if let lineReader {
             reader = lineReader
@@ -195,7 +253,7 @@ public actor WebSocketConnection {
             reader = LineReader(configuration: configuration)
             lineReader = reader
         }
-        return await reader.next(from: self)
+        return await reader.nextBatch(from: self)
     }
 
     /// Called by ``LineReader`` when a line is longer than the limit.
@@ -203,6 +261,12 @@ public actor WebSocketConnection {
         inbound.removeAll()
         fail(.limitExceeded("line longer than \(configuration.maxLineLength) bytes"), code: .messageTooBig,
              reason: "line too long")
+    }
+
+    /// A message already received, if any, without waiting (``LineReader`` batching).
+    func takeQueuedMessage() -> WebSocketMessage? {
+        applicationHoldsMessage = false
+        return takeQueued()
     }
 
     func takeQueued() -> WebSocketMessage? {
@@ -225,9 +289,9 @@ public actor WebSocketConnection {
                     // Shared with the application until it lets go; reused after that.
                     switch message { case .text(let b), .binary(let b): proto.recycle(b) }
                 }
-                if let callbacks {
+                if let callbacksBox {
                     // Handled (and answered) synchronously: nothing is held for the application.
-                    callbacks.onMessage(self, message)
+                    callbacksBox.callbacks.onMessage(self, message)
                 } else {
                     deliver(message)
                     deliveredNow = true
@@ -284,9 +348,15 @@ public actor WebSocketConnection {
         guard let deadline = keepalive?.nextDeadline else { return }
         let now = EventLoop.now()
         let delay = Duration.nanoseconds(Int64(clamping: deadline > now ? deadline - now : 0))
-        keepaliveTimer = loop.schedule(after: delay) { [weak self] in
-            self?.assumeIsolated { $0.keepaliveTick() }
-        }
+        // The timer holds the connection until it fires or ``stopKeepalive()`` (every way of
+        // closing calls it) cancels it: no closure and no weak reference (which would give
+        // every connection a side table) per idle connection.
+        keepaliveTimer = loop.schedule(after: delay, target: self)
+    }
+
+    /// The keepalive timer expired (``EventLoopTimerTarget``).
+    nonisolated func timerFired() {
+        assumeIsolated { $0.keepaliveTick() }
     }
 
     private func keepaliveTick() {

@@ -28,12 +28,3 @@ public struct WebSocketMessageSequence: AsyncSequence, Sendable {
         }
     }
 }
-
-extension WebSocketConnection {
-    /// `receive()`, and on cancellation of the waiting task the close handshake (1001).
-    func nextMessage() async -> WebSocketMessage? {
-        if let m = try? await receive() { return m }
-        if Task.isCancelled { startClose(code: .goingAway, reason: "") }
-        return nil
-    }
-}

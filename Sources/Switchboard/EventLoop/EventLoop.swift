@@ -60,6 +60,15 @@ public final class EventLoop: @unchecked Sendable {
     private var running = true
     /// One large read buffer shared by every connection on this loop (loop-confined).
     let readBuffer: UnsafeMutableRawBufferPointer
+    /// The allocation `readBuffer` lies in, half a page past its start: see ``readBufferPageOffset``.
+    private let readBufferBase: UnsafeMutableRawBufferPointer
+    /// Where the read buffer starts within a 4 KiB page. Large message buffers come from
+    /// `mmap` (glibc's default above 128 KiB), so their payload starts a few dozen bytes into a
+    /// page; a read buffer starting there too made every payload copy out of it a copy between
+    /// addresses 4 KiB apart, which the CPU stalls on ("4K aliasing": 1 MiB echo ran at half
+    /// speed until the allocator's threshold adapted). Half a page apart, the copies run at
+    /// full speed.
+    static let readBufferPageOffset = 2048
     /// Size of the shared read buffer: large reads mean few syscalls per byte.
     static let readBufferSize = 256 * 1024
     /// Decrypted bytes of TLS connections land here (loop-confined).
@@ -77,7 +86,9 @@ public final class EventLoop: @unchecked Sendable {
         }
         epollFD = ep
         wakeFD = ev
-        readBuffer = .allocate(byteCount: Self.readBufferSize, alignment: 16)
+        readBufferBase = .allocate(byteCount: Self.readBufferSize + 4096, alignment: 4096)
+        readBuffer = UnsafeMutableRawBufferPointer(
+            rebasing: readBufferBase[Self.readBufferPageOffset..<(Self.readBufferPageOffset + Self.readBufferSize)])
         tlsPlaintextBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
         var event = epoll_event()
         event.events = SystemConstants.epollIn
@@ -91,7 +102,7 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     deinit {
-        readBuffer.deallocate()
+        readBufferBase.deallocate()
         tlsPlaintextBuffer.deallocate()
     }
 
@@ -207,6 +218,16 @@ public final class EventLoop: @unchecked Sendable {
         return timer
     }
 
+    /// Calls `target.timerFired()` on the loop after `delay`, unless the returned timer is
+    /// cancelled first. The timer holds `target` strongly until it fires or is cancelled, with
+    /// no closure: cheaper than ``schedule(after:_:)`` for a timer every connection keeps.
+    func schedule(after delay: Duration, target: EventLoopTimerTarget) -> EventLoopTimer {
+        assertInEventLoop()
+        let timer = EventLoopTimer(deadline: Self.now() &+ delay.nanosecondsClamped, target: target)
+        timers.insert(timer)
+        return timer
+    }
+
     /// Monotonic nanoseconds.
     static func now() -> UInt64 {
         var ts = timespec()
@@ -301,7 +322,6 @@ public final class EventLoop: @unchecked Sendable {
             for j in local { run(j) }
             local.removeAll(keepingCapacity: true)
             if localJobs.isEmpty { localJobs = local }
-            runFlushes()
             rounds += 1
         } while !localJobs.isEmpty && rounds < 16
         runFlushes()
@@ -351,24 +371,41 @@ extension EventLoop: SerialExecutor, TaskExecutor {
     }
 }
 
+/// What an ``EventLoopTimer`` without a closure calls (``EventLoop/schedule(after:target:)``).
+protocol EventLoopTimerTarget: AnyObject {
+    /// On the loop thread, once, when the timer expires.
+    func timerFired()
+}
+
 /// A one-shot timer on an ``EventLoop``. Loop-confined.
 final class EventLoopTimer {
     let deadline: UInt64
     private var body: (() -> Void)?
-    var isCancelled: Bool { body == nil }
+    private var target: EventLoopTimerTarget?
+    var isCancelled: Bool { body == nil && target == nil }
 
     init(deadline: UInt64, body: @escaping () -> Void) {
         self.deadline = deadline
         self.body = body
     }
 
-    /// Cancels the timer; harmless if it already fired.
-    func cancel() { body = nil }
+    init(deadline: UInt64, target: EventLoopTimerTarget) {
+        self.deadline = deadline
+        self.target = target
+    }
+
+    /// Cancels the timer (releasing what it holds); harmless if it already fired.
+    func cancel() {
+        body = nil
+        target = nil
+    }
 
     fileprivate func fire() {
-        let b = body
+        let b = body, t = target
         body = nil
+        target = nil
         b?()
+        t?.timerFired()
     }
 }
 

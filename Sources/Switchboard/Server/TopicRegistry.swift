@@ -8,9 +8,63 @@ import SwitchboardCore
 /// reading) is closed with 1013 "try again later" and counted in
 /// ``WebSocketServer/Statistics/slowConsumersClosed``: no other subscriber is delayed, memory
 /// stays bounded, and nothing is dropped silently.
+///
+/// Cost of a publish: the frame is serialized (and text validated) once, since server frames
+/// are unmasked and identical for every subscriber. Subscribers are kept grouped by event loop,
+/// so a publish costs one append per subscriber and no per-subscriber task, array or actor hop:
+/// the publisher's own loop is served inline, and each other loop gets one job (a task group
+/// with one child per loop). Every socket is then written once per loop iteration, so messages
+/// published in the same iteration reach a subscriber in one `sendmsg`.
 final class TopicRegistry: Sendable {
+    /// One topic's subscribers on one loop. `connections` is copied out by reference (copy on
+    /// write) when publishing, so a publish never copies the subscriber list.
+    private struct LoopSubscribers {
+        let loop: EventLoop
+        var connections: [WebSocketConnection] = []
+        /// Index of each subscriber in `connections` (removal swaps the last one in).
+        var positions: [ObjectIdentifier: Int] = [:]
+
+        init(loop: EventLoop) { self.loop = loop }
+
+        mutating func insert(_ c: WebSocketConnection) -> Bool {
+            let id = ObjectIdentifier(c)
+            guard positions[id] == nil else { return false }
+            positions[id] = connections.count
+            connections.append(c)
+            return true
+        }
+
+        mutating func remove(_ c: WebSocketConnection) {
+            guard let i = positions.removeValue(forKey: ObjectIdentifier(c)) else { return }
+            let last = connections.removeLast()
+            if i < connections.count {
+                connections[i] = last
+                positions[ObjectIdentifier(last)] = i
+            }
+        }
+    }
+
+    private struct Topic {
+        var loops: [LoopSubscribers] = []
+        var count: Int { loops.reduce(0) { $0 + $1.connections.count } }
+
+        mutating func insert(_ c: WebSocketConnection) -> Bool {
+            if let i = loops.firstIndex(where: { $0.loop === c.loop }) { return loops[i].insert(c) }
+            var group = LoopSubscribers(loop: c.loop)
+            _ = group.insert(c)
+            loops.append(group)
+            return true
+        }
+
+        mutating func remove(_ c: WebSocketConnection) {
+            guard let i = loops.firstIndex(where: { $0.loop === c.loop }) else { return }
+            loops[i].remove(c)
+            if loops[i].connections.isEmpty { loops.remove(at: i) }
+        }
+    }
+
     private struct State {
-        var topics: [String: [ObjectIdentifier: WebSocketConnection]] = [:]
+        var topics: [String: Topic] = [:]
         var byConnection: [ObjectIdentifier: Set<String>] = [:]
     }
     private let state = Locked(State())
@@ -19,7 +73,7 @@ final class TopicRegistry: Sendable {
     func subscribe(_ connection: WebSocketConnection, to topic: String) -> Bool {
         let id = ObjectIdentifier(connection)
         return state.withLock { s in
-            if s.topics[topic, default: [:]].updateValue(connection, forKey: id) != nil { return false }
+            guard s.topics[topic, default: Topic()].insert(connection) else { return false }
             s.byConnection[id, default: []].insert(topic)
             return true
         }
@@ -28,8 +82,7 @@ final class TopicRegistry: Sendable {
     func unsubscribe(_ connection: WebSocketConnection, from topic: String) {
         let id = ObjectIdentifier(connection)
         state.withLock { s in
-            s.topics[topic]?.removeValue(forKey: id)
-            if s.topics[topic]?.isEmpty == true { s.topics[topic] = nil }
+            Self.remove(connection, from: topic, in: &s)
             s.byConnection[id]?.remove(topic)
             if s.byConnection[id]?.isEmpty == true { s.byConnection[id] = nil }
         }
@@ -39,59 +92,106 @@ final class TopicRegistry: Sendable {
         let id = ObjectIdentifier(connection)
         state.withLock { s in
             guard let topics = s.byConnection.removeValue(forKey: id) else { return }
-            for t in topics {
-                s.topics[t]?.removeValue(forKey: id)
-                if s.topics[t]?.isEmpty == true { s.topics[t] = nil }
-            }
+            for t in topics { Self.remove(connection, from: t, in: &s) }
         }
+    }
+
+    private static func remove(_ connection: WebSocketConnection, from topic: String, in s: inout State) {
+        s.topics[topic]?.remove(connection)
+        if s.topics[topic]?.loops.isEmpty == true { s.topics[topic] = nil }
     }
 
     func subscriberCount(_ topic: String) -> Int {
         state.withLock { $0.topics[topic]?.count ?? 0 }
     }
 
-    func subscribers(_ topic: String) -> [WebSocketConnection] {
-        state.withLock { s in s.topics[topic].map { Array($0.values) } ?? [] }
+    /// A publish ready to deliver: the frame serialized once and the subscribers per loop.
+    private struct Delivery {
+        let frame: [UInt8]
+        let payloadCount: Int
+        let groups: [LoopSubscribers]
+        let excluded: WebSocketConnection?
     }
 
-    /// Queues `message` on every subscriber (except `excluded`); returns how many it was queued on.
-    ///
-    /// The frame is serialized (and text validated) once per publish: server frames are
-    /// unmasked, so every subscriber gets the same bytes. A text message that is not valid
-    /// UTF-8 is queued nowhere (0).
-    func publish(_ message: WebSocketMessage, to topic: String, excluding excluded: WebSocketConnection?) async -> Int {
-        let targets = subscribers(topic).filter { $0 !== excluded }
-        guard !targets.isEmpty else { return 0 }
+    /// Nil when there is nobody to deliver to, or when a text message is not valid UTF-8.
+    private func prepare(_ message: WebSocketMessage, to topic: String,
+                         excluding excluded: WebSocketConnection?) -> Delivery? {
+        guard let groups = state.withLock({ $0.topics[topic]?.loops }) else { return nil }
         let (opcode, payload): (WebSocketOpcode, [UInt8]) = switch message {
         case .text(let b): (.text, b)
         case .binary(let b): (.binary, b)
         }
-        if opcode == .text && !UTF8Validator.isValid(payload) { return 0 }
-        let frame = WebSocketFrameSerializer.frame(opcode: opcode, payload: payload, maskingKey: nil)
-        let payloadCount = payload.count
-        // Group by loop: one hop per loop, not per subscriber.
-        var byLoop: [ObjectIdentifier: (EventLoop, [WebSocketConnection])] = [:]
-        for c in targets {
-            byLoop[ObjectIdentifier(c.loop), default: (c.loop, [])].1.append(c)
+        let total = groups.reduce(0) { $0 + $1.connections.count }
+        let excludedIsSubscribed = excluded.map { e in
+            groups.contains { $0.loop === e.loop && $0.positions[ObjectIdentifier(e)] != nil }
+        } ?? false
+        guard total > (excludedIsSubscribed ? 1 : 0) else { return nil }
+        if opcode == .text && !UTF8Validator.isValid(payload) { return nil }
+        return Delivery(frame: WebSocketFrameSerializer.frame(opcode: opcode, payload: payload, maskingKey: nil),
+                        payloadCount: payload.count, groups: groups, excluded: excluded)
+    }
+
+    /// Queues `message` on every subscriber (except `excluded`); returns how many it was queued on.
+    /// Subscribers on the caller's loop are served inline; each other loop gets one job, awaited.
+    ///
+    /// A text message that is not valid UTF-8 is queued nowhere (0).
+    func publish(_ message: WebSocketMessage, to topic: String, excluding excluded: WebSocketConnection?) async -> Int {
+        guard let d = prepare(message, to: topic, excluding: excluded) else { return 0 }
+        var sent = 0
+        var remote: [LoopSubscribers] = []
+        for group in d.groups {
+            if group.loop.inEventLoop {
+                sent += Self.deliver(d.frame, payloadCount: d.payloadCount, to: group.connections, excluding: excluded)
+            } else {
+                remote.append(group)
+            }
         }
-        let counter = Atomic<Int>(0)
-        await withTaskGroup(of: Int.self) { group in
-            for (_, entry) in byLoop {
-                let (loop, conns) = entry
-                group.addTask(executorPreference: loop) {
-                    var sent = 0
-                    frame.withUnsafeBytes { buf in
-                        // Safety: used synchronously on this loop thread only.
-                        nonisolated(unsafe) let buf = buf
-                        for c in conns where c.assumeIsolated({ $0.trySend(frame: buf, payloadCount: payloadCount) }) {
-                            sent += 1
-                        }
-                    }
-                    return sent
+        guard !remote.isEmpty else { return sent }
+        // One job per other loop, never one per subscriber.
+        return await withTaskGroup(of: Int.self, returning: Int.self) { taskGroup in
+            for group in remote {
+                let connections = group.connections
+                taskGroup.addTask(executorPreference: group.loop) {
+                    Self.deliver(d.frame, payloadCount: d.payloadCount, to: connections, excluding: excluded)
                 }
             }
-            for await n in group { counter.wrappingAdd(n, ordering: .relaxed) }
+            for await n in taskGroup { sent += n }
+            return sent
         }
-        return counter.load(ordering: .relaxed)
+    }
+
+    /// Like ``publish(_:to:excluding:)`` without waiting, for synchronous code (callback
+    /// routes): subscribers on the caller's loop get the frame queued before this returns;
+    /// each other loop gets one job that queues it there shortly after. Returns how many
+    /// subscribers it was queued on here plus how many it was handed to on other loops.
+    func publishNow(_ message: WebSocketMessage, to topic: String, excluding excluded: WebSocketConnection?) -> Int {
+        guard let d = prepare(message, to: topic, excluding: excluded) else { return 0 }
+        var count = 0
+        for group in d.groups {
+            if group.loop.inEventLoop {
+                count += Self.deliver(d.frame, payloadCount: d.payloadCount, to: group.connections, excluding: excluded)
+            } else {
+                let connections = group.connections
+                count += connections.count - (connections.contains { $0 === excluded } ? 1 : 0)
+                group.loop.execute {
+                    _ = Self.deliver(d.frame, payloadCount: d.payloadCount, to: connections, excluding: excluded)
+                }
+            }
+        }
+        return count
+    }
+
+    /// Appends `frame` to each connection's outbound queue. Runs on the connections' loop.
+    private static func deliver(_ frame: [UInt8], payloadCount: Int, to connections: [WebSocketConnection],
+                                excluding excluded: WebSocketConnection?) -> Int {
+        var sent = 0
+        frame.withUnsafeBytes { buf in
+            // Safety: used synchronously on this loop thread only.
+            nonisolated(unsafe) let buf = buf
+            for c in connections where c !== excluded {
+                if c.assumeIsolated({ $0.trySend(frame: buf, payloadCount: payloadCount) }) { sent += 1 }
+            }
+        }
+        return sent
     }
 }

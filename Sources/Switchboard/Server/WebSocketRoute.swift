@@ -24,7 +24,7 @@ struct WebSocketRoute: Sendable {
         /// One task per connection, running the handler (see ``WebSocketServer/route(_:authenticate:handler:)``).
         case task(@Sendable (isolated WebSocketConnection) async -> Void)
         /// No task: callbacks on the connection's loop (see ``WebSocketServer/route(_:authenticate:callbacks:)``).
-        case callbacks(WebSocketCallbacks)
+        case callbacks(WebSocketCallbacksBox)
     }
 
     var authenticate: (@Sendable (WebSocketUpgradeRequest) async -> WebSocketAuthDecision)?

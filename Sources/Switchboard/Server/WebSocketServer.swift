@@ -42,6 +42,7 @@ public final class WebSocketServer: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.sharedConnectionConfiguration = SharedWebSocketConfiguration(configuration.connection)
+        counters.setCloseHook { [weak self] connection, status in self?.unregister(connection, status: status) }
     }
 
     // MARK: Set-up
@@ -65,7 +66,7 @@ public final class WebSocketServer: Sendable {
     public func route(_ path: String,
                       authenticate: (@Sendable (WebSocketUpgradeRequest) async -> WebSocketAuthDecision)? = nil,
                       callbacks: WebSocketCallbacks) {
-        state.withLock { $0.routes[path] = WebSocketRoute(authenticate: authenticate, handler: .callbacks(callbacks)) }
+        state.withLock { $0.routes[path] = WebSocketRoute(authenticate: authenticate, handler: .callbacks(WebSocketCallbacksBox(callbacks))) }
     }
 
     /// Answers plain HTTP requests (no `Upgrade` header); return nil for `404`.
@@ -173,19 +174,19 @@ public final class WebSocketServer: Sendable {
     func register(_ connection: WebSocketConnection) {
         counters.accepted.wrappingAdd(1, ordering: .relaxed)
         counters.open.wrappingAdd(1, ordering: .relaxed)
-        let id = ObjectIdentifier(connection)
-        state.withLock { $0.connections[id] = connection }
-        var connectionLogger = logger
-        connectionLogger[metadataKey: "connection"] = "\(connection.id)"
-        let log = connectionLogger
-        log.debug("connection open", metadata: ["path": "\(connection.request?.path ?? "")"])
-        connection.assumeIsolated { c in
-            c.onClose { [self] status in
-                state.withLock { _ = $0.connections.removeValue(forKey: id) }
-                topics.unsubscribeAll(connection)
-                log.debug("connection closed", metadata: ["code": "\(status.code.rawValue)"])
-            }
-        }
+        state.withLock { $0.connections[ObjectIdentifier(connection)] = connection }
+        logger.debug("connection open", metadata: ["connection": "\(connection.id)",
+                                                   "path": "\(connection.request?.path ?? "")"])
+    }
+
+    /// The connection has closed (``ConnectionCounters/connectionClosed(_:status:)``). Nothing
+    /// per connection is kept for this (no closure, no logger copy): idle memory is what the
+    /// connection itself holds.
+    private func unregister(_ connection: WebSocketConnection, status: WebSocketCloseStatus) {
+        state.withLock { _ = $0.connections.removeValue(forKey: ObjectIdentifier(connection)) }
+        topics.unsubscribeAll(connection)
+        logger.debug("connection closed", metadata: ["connection": "\(connection.id)",
+                                                     "code": "\(status.code.rawValue)"])
     }
 
     /// Stops accepting, sends close 1001 to every connection (after whatever they already
@@ -238,6 +239,15 @@ public final class WebSocketServer: Sendable {
     @discardableResult
     public func publish(_ message: WebSocketMessage, to topic: String, excluding: WebSocketConnection? = nil) async -> Int {
         await topics.publish(message, to: topic, excluding: excluding)
+    }
+
+    /// Publishes without waiting, for synchronous handlers (``WebSocketCallbacks``): subscribers
+    /// on the caller's event loop have the message queued before this returns, subscribers on
+    /// other loops shortly after (one job per loop). Like ``publish(_:to:excluding:)``, it never
+    /// waits on a slow subscriber. Returns how many subscribers it was queued on or handed to.
+    @discardableResult
+    public func publishNow(_ message: WebSocketMessage, to topic: String, excluding: WebSocketConnection? = nil) -> Int {
+        topics.publishNow(message, to: topic, excluding: excluding)
     }
 
     /// Publishes a text message.
