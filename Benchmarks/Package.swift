@@ -1,7 +1,8 @@
 // swift-tools-version:6.1
 // Benchmarks for Switchboard: a separate package, so the library keeps its small dependency
 // set. It builds the comparison peers (raw SwiftNIO and Hummingbird echo servers), our own
-// epoll load generator, and in-process micro benchmarks of the protocol core.
+// epoll load generator, and in-process micro benchmarks of the protocol core; for the client
+// benchmark, a Switchboard client and a line-streaming server.
 // `run.sh` builds everything in release and prints one comparison table.
 import PackageDescription
 
@@ -19,6 +20,17 @@ let package = Package(
         // The load generator: C over raw epoll, so it is never the bottleneck.
         // Links OpenSSL (libssl-dev) for its TLS mode.
         .executableTarget(name: "loadgen", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
+        // The client benchmark's streaming server: C over raw epoll, writes newline-delimited
+        // text frames as fast as the socket takes them. libcrypto for Sec-WebSocket-Accept's SHA-1.
+        .executableTarget(name: "line-streamer", linkerSettings: [.linkedLibrary("crypto")]),
+        // The client benchmark: Switchboard's public client API (SocketAdapter, lines, commands).
+        .executableTarget(
+            name: "client-bench",
+            dependencies: [
+                .product(name: "Switchboard", package: "Switchboard"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         // Counts malloc calls in-process (glibc symbol interposition) for allocations/op.
         .target(name: "CMallocCounter"),
         // In-process micro benchmarks of SwitchboardCore.

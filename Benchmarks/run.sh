@@ -1,25 +1,50 @@
 #!/usr/bin/env bash
-# Switchboard against its peers, side by side, in one run; prints one Markdown table.
+# Switchboard against its peers, side by side, in one run; prints two Markdown tables: servers,
+# then clients.
 #
-#   Benchmarks/run.sh              # everything: ~12 min on a fresh clone of a 2-core machine
-#   QUICK=1 Benchmarks/run.sh      # one short round, to check the set-up (~3 min once built)
+#   Benchmarks/run.sh              # everything: ~15 min on a fresh clone of a 2-core machine
+#   QUICK=1 Benchmarks/run.sh      # one short round, to check the set-up (~4 min once built)
 #
 # Builds in release: Switchboard's echo-server, and from this package the load generator,
-# a raw SwiftNIO echo server, a Hummingbird 2 echo server (and the micro benchmarks, run with
-# MICRO=1). Python websockets is the fourth peer. Each server runs with one event loop, pinned to
-# CPU 0; the load generator runs on CPU 1. Every server × scenario is measured RUNS times (3),
-# in rounds that interleave the servers; the table shows the median and min–max, then the
-# ratio Switchboard / peer of the medians.
+# a raw SwiftNIO echo server, a Hummingbird 2 echo server, the client benchmark and its line
+# streamer (and the micro benchmarks, run with MICRO=1). Python websockets is a peer, and
+# uWebSockets when its prebuilt servers are found (UWS_DIR, below). Each server runs with one
+# event loop, pinned to CPU 0; the load generator runs on CPU 1. Every server × scenario is
+# measured RUNS times (3), in rounds that interleave the servers; the table shows the median and
+# min–max, then the ratio Switchboard / peer of the medians.
 #
-# Servers: "switchboard" is echo-server with callback routes (WebSocketCallbacks: no task per
+# Servers: "uws" is uWebSockets (uws-echo; uws-fanout for the fanout-* scenario; no TLS);
+# "switchboard" is echo-server with callback routes (WebSocketCallbacks: no task per
 # connection), "switchboard-tasks" the same server with a task per connection iterating
 # messages(); "nio" a raw SwiftNIO NIOWebSocket handler; "hummingbird" Hummingbird 2's
 # WebSocket router; "python" websockets 17 (asyncio).
 #
+# Clients (after the server rounds; CLIENTS=0 skips them): "sb-client" is client-bench
+# (Switchboard's SocketAdapter: lines in, send(command:) out), "python-client" websockets 17
+# (asyncio), "node-client" Node.js with Debian's node-ws. Scenarios: client-pipelined-60B-w64
+# sends 60-byte lines with 64 in flight to an echo server (uws-echo when present, else
+# Switchboard's echo-server with callbacks); client-stream-60B receives the lines line-streamer
+# writes as fast as it can. Clients run on CPU 1, the server on CPU 0; the result is lines/s.
+#
+# uWebSockets: prebuilt uws-echo and uws-fanout, looked for in UWS_DIR (default ../shared/peers
+# beside this repository). Never part of the project; without them the "uws" server is skipped.
+# To build them (see Benchmarks/README.md): uNetworking/uWebSockets at commit
+# 66dcff3dd48f0c19dd1703426365d062039321d0 with uNetworking/uSockets at commit
+# 86097c490263ab662d62e8e7b541390bdec7d149 checked out as its uSockets/, then in that checkout
+#   make -C uSockets
+#   g++ -std=c++20 -O3 -flto -Isrc -IuSockets/src uws_echo.cpp uSockets/*.o -lz -o uws-echo
+#   g++ -std=c++20 -O3 -flto -Isrc -IuSockets/src uws_fanout.cpp uSockets/*.o -lz -o uws-fanout
+# (uws_echo.cpp and uws_fanout.cpp come with the prebuilt servers). They listen on $PORT and
+# cannot take port 0, so this script picks a free port from 19000 up.
+#
 # Settings (environment): RUNS=3 DURATION=1.5 (s measured) WARMUP=0.3 (s) HOLD_CONNS=10000
-# SERVERS="switchboard switchboard-tasks nio hummingbird python" SCENARIOS="<names below>"
+# SERVERS="uws switchboard switchboard-tasks nio hummingbird python" (uws only when found)
+# SCENARIOS="<names below>" UWS_DIR=<folder with uws-echo and uws-fanout>
+# CLIENTS=0 (skip the client benchmark) CLIENT_LIST="sb-client python-client node-client"
+# CLIENT_SCENARIOS="<client names below>"
 # OUT=<results dir> SWITCHBOARD_BIN=<folder with a release echo-server, e.g. another checkout's
-# .build/release, for before/after comparisons; default: this checkout's, built here>
+# .build/release, for before/after comparisons; default: this checkout's, built here; the
+# client benchmark always uses this checkout's library>
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -30,7 +55,19 @@ RUNS=${RUNS:-3}
 DURATION=${DURATION:-1.5}
 WARMUP=${WARMUP:-0.3}
 HOLD_CONNS=${HOLD_CONNS:-10000}
-SERVERS=${SERVERS:-"switchboard switchboard-tasks nio hummingbird python"}
+UWS_DIR=${UWS_DIR:-"$root/../shared/peers"}
+uwsdir=""
+if [ -x "$UWS_DIR/uws-echo" ] && [ -x "$UWS_DIR/uws-fanout" ]; then
+    uwsdir="$(cd "$UWS_DIR" && pwd)"
+    SERVERS=${SERVERS:-"uws switchboard switchboard-tasks nio hummingbird python"}
+else
+    SERVERS=${SERVERS:-"switchboard switchboard-tasks nio hummingbird python"}
+    say "uWebSockets peers (uws-echo, uws-fanout) not found in $UWS_DIR: skipping the uws server;"
+    say "  build them as Benchmarks/README.md describes (uWebSockets 66dcff3, uSockets 86097c4) and set UWS_DIR"
+    SERVERS=$(echo "$SERVERS" | tr ' ' '\n' | grep -vx uws | xargs || true)
+fi
+CLIENTS=${CLIENTS:-1}
+CLIENT_LIST=${CLIENT_LIST:-"sb-client python-client node-client"}
 OUT=${OUT:-"$here/.build/results"}
 if [ -n "${QUICK:-}" ]; then
     RUNS=1; DURATION=1; WARMUP=0.3; HOLD_CONNS=${HOLD_CONNS_QUICK:-2000}
@@ -52,11 +89,21 @@ hold-idle|--mode hold --conns $HOLD_CONNS --settle 3|kib_per_conn|KiB RSS per id
 "
 SCENARIOS=${SCENARIOS:-$(echo "$ALL_SCENARIOS" | cut -d'|' -f1 | xargs)}
 
+# The client benchmark's echo server: uWebSockets when present, else Switchboard (callbacks).
+if [ -n "$uwsdir" ]; then client_echo=uws; client_echo_desc="uWebSockets"
+else client_echo=switchboard; client_echo_desc="Switchboard (callbacks)"; fi
+# name | client arguments | reported field | unit
+CLIENT_ALL_SCENARIOS="
+client-pipelined-60B-w64|--mode pipelined --size 60 --window 64|lines_per_s|lines/s echoed by $client_echo_desc
+client-stream-60B|--mode stream|lines_per_s|lines/s received from line-streamer
+"
+CLIENT_SCENARIOS=${CLIENT_SCENARIOS:-$(echo "$CLIENT_ALL_SCENARIOS" | cut -d'|' -f1 | xargs)}
+
 # Which servers take part in which scenario (the others show "—" in the table).
 supports() {  # server scenario
     case "$2" in
-        fanout-*) case "$1" in switchboard*) return 0 ;; *) return 1 ;; esac ;;  # peers: echo only
-        tls-*) [ "$1" = switchboard ] || [ "$1" = switchboard-tasks ] || [ "$1" = python ] ;;  # NIO peers: no swift-nio-ssl
+        fanout-*) case "$1" in switchboard|switchboard-tasks|uws) return 0 ;; *) return 1 ;; esac ;;  # others: echo only
+        tls-*) case "$1" in switchboard|switchboard-tasks|python) return 0 ;; *) return 1 ;; esac ;;  # NIO peers: no swift-nio-ssl; uws: built without TLS
         *) return 0 ;;
     esac
 }
@@ -68,6 +115,22 @@ command -v taskset >/dev/null 2>&1 || apt_install util-linux
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 if [ "$(ulimit -n)" -lt $((HOLD_CONNS + 100)) ]; then
     say "open-file limit $(ulimit -n) is below $((HOLD_CONNS + 100)); hold-idle may fail"
+fi
+# Node.js and its ws module, for the client benchmark's node-client.
+node_ws_ok() {
+    command -v node >/dev/null 2>&1 \
+        && node -e 'try { require("ws") } catch (e) { require("/usr/share/nodejs/ws") }' >/dev/null 2>&1
+}
+if [ "$CLIENTS" != 0 ] && [[ " $CLIENT_LIST " == *" node-client "* ]] && ! node_ws_ok; then
+    missing=()
+    command -v node >/dev/null 2>&1 || missing+=(nodejs)
+    missing+=(node-ws)
+    say "installing ${missing[*]} (Node's ws, for the client benchmark)"
+    ( apt_install "${missing[@]}" ) || true   # a subshell: apt_install exits when it cannot install
+    if ! node_ws_ok; then
+        say "Node.js with the ws module is unavailable: skipping node-client"
+        CLIENT_LIST=$(echo "$CLIENT_LIST" | tr ' ' '\n' | grep -vx node-client | xargs || true)
+    fi
 fi
 
 started=$(date +%s)
@@ -94,22 +157,54 @@ if [ ! -f "$certdir/key.pem" ]; then
         -keyout "$certdir/key.pem" -out "$certdir/cert.pem" >/dev/null 2>&1
 fi
 
+# uWebSockets cannot listen on port 0 (and its listeners set SO_REUSEPORT, so a taken port does
+# not fail): take the next port from 19000 up that nothing listens on.
+next_port=19000
+port_in_use() {
+    if command -v ss >/dev/null 2>&1; then
+        [ -n "$(ss -Htln "sport = :$1" 2>/dev/null)" ]
+    else
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+    fi
+}
+pick_port() {  # sets picked_port
+    for _ in $(seq 1 1000); do
+        picked_port=$next_port
+        next_port=$(( next_port >= 19999 ? 19000 : next_port + 1 ))
+        port_in_use "$picked_port" || return 0
+    done
+    say "no free port in 19000-19999"; exit 1
+}
+
 server_pid=""
 server_port=""
-start_server() {  # name tls(0|1)
-    local name=$1 tls=$2 log="$OUT/server-$1.log" tlsargs=()
+picked_port=""
+start_server() {  # name tls(0|1) [fanout: uws runs uws-fanout]
+    local name=$1 tls=$2 variant=${3:-} log="$OUT/server-$1${3:+-$3}.log" tlsargs=()
     [ "$tls" = 1 ] && tlsargs=(--tls-cert "$certdir/cert.pem" --tls-key "$certdir/key.pem")
+    server_port=""
     case "$name" in
+        uws)
+            pick_port
+            local uwsbin=uws-echo
+            [ "$variant" = fanout ] && uwsbin=uws-fanout
+            PORT=$picked_port taskset -c 0 "$uwsdir/$uwsbin" >"$log" 2>&1 & ;;
         switchboard) taskset -c 0 "$sbbin/echo-server" --port 0 --loops 1 --api callbacks "${tlsargs[@]}" >"$log" 2>&1 & ;;
         switchboard-tasks) taskset -c 0 "$sbbin/echo-server" --port 0 --loops 1 --api tasks "${tlsargs[@]}" >"$log" 2>&1 & ;;
         nio) taskset -c 0 "$bin/nio-echo-server" --port 0 --loops 1 >"$log" 2>&1 & ;;
         hummingbird) taskset -c 0 "$bin/hummingbird-echo-server" --port 0 --loops 1 >"$log" 2>&1 & ;;
         python) taskset -c 0 python3 "$here/Peers/python_echo_server.py" --port 0 "${tlsargs[@]}" >"$log" 2>&1 & ;;
+        line-streamer) taskset -c 0 "$bin/line-streamer" --port 0 >"$log" 2>&1 & ;;
         *) say "unknown server $name"; exit 2 ;;
     esac
     server_pid=$!
     for _ in $(seq 1 200); do
-        server_port=$(sed -n 's/.*listening on wss\{0,1\}:\/\/[^:]*:\([0-9]*\).*/\1/p' "$log" | head -1)
+        if [ "$name" = uws ]; then
+            # "uws-echo listening on PORT" / "listening PORT": the port is the one we gave it.
+            grep -q listening "$log" && server_port=$picked_port
+        else
+            server_port=$(sed -n 's/.*listening on wss\{0,1\}:\/\/[^:]*:\([0-9]*\).*/\1/p' "$log" | head -1)
+        fi
         [ -n "$server_port" ] && return 0
         kill -0 "$server_pid" 2>/dev/null || break
         sleep 0.05
@@ -145,23 +240,61 @@ measure() {  # server scenario-line round
         value="failed"
     fi
     printf '%s\t%s\t%s\t%s\n' "$server" "$name" "$round" "$value" >> "$results"
-    printf '  %-12s %-26s round %s: %s %s\n' "$server" "$name" "$round" "$value" \
+    printf '  %-17s %-26s round %s: %s %s\n' "$server" "$name" "$round" "$value" \
         "$(echo "$out" | grep -o 'loadgen_cpu=[0-9]*%' || true)" >&2
 }
 
 scenario_line() { echo "$ALL_SCENARIOS" | grep "^$1|"; }
+client_scenario_line() { echo "$CLIENT_ALL_SCENARIOS" | grep "^$1|"; }
+
+measure_client() {  # client scenario-line round
+    local client=$1 line=$2 round=$3
+    local name args field cmd=()
+    name=$(echo "$line" | cut -d'|' -f1)
+    args=$(echo "$line" | cut -d'|' -f2)
+    field=$(echo "$line" | cut -d'|' -f3)
+    case "$client" in
+        sb-client) cmd=("$bin/client-bench") ;;
+        python-client) cmd=(python3 "$here/Peers/python_client_bench.py") ;;
+        node-client) cmd=(node "$here/Peers/node_client_bench.js") ;;
+        *) say "unknown client $client"; exit 2 ;;
+    esac
+    local out value
+    # shellcheck disable=SC2086
+    out=$(timeout 120 taskset -c 1 "${cmd[@]}" --port "$server_port" $args \
+        --duration "$DURATION" --warmup "$WARMUP" 2>&1) || true
+    value=$(echo "$out" | sed -n "s/^result .* $field=\([0-9.]*\).*/\1/p" | head -1)
+    if [ -z "$value" ]; then
+        say "$client $name round $round: FAILED: $(echo "$out" | tail -2 | tr '\n' ' ')"
+        value="failed"
+    fi
+    printf '%s\t%s\t%s\t%s\n' "$client" "$name" "$round" "$value" >> "$results"
+    printf '  %-17s %-26s round %s: %s %s\n' "$client" "$name" "$round" "$value" \
+        "$(echo "$out" | grep -o 'cpu=[0-9]*%' || true)" >&2
+}
 
 for round in $(seq 1 "$RUNS"); do
     say "round $round of $RUNS"
     for server in $SERVERS; do
-        plain=(); tls=(); hold=()
+        plain=(); tls=(); hold=(); fanout=()
         for s in $SCENARIOS; do
             supports "$server" "$s" || continue
-            case "$s" in tls-*) tls+=("$s") ;; hold-*) hold+=("$s") ;; *) plain+=("$s") ;; esac
+            case "$s" in
+                tls-*) tls+=("$s") ;;
+                hold-*) hold+=("$s") ;;
+                # uWebSockets relays in a separate program; Switchboard's echo-server has /broadcast.
+                fanout-*) if [ "$server" = uws ]; then fanout+=("$s"); else plain+=("$s"); fi ;;
+                *) plain+=("$s") ;;
+            esac
         done
         if [ ${#plain[@]} -gt 0 ]; then
             start_server "$server" 0
             for s in "${plain[@]}"; do measure "$server" "$(scenario_line "$s")" "$round"; done
+            stop_server
+        fi
+        if [ ${#fanout[@]} -gt 0 ]; then
+            start_server "$server" 0 fanout
+            for s in "${fanout[@]}"; do measure "$server" "$(scenario_line "$s")" "$round"; done
             stop_server
         fi
         if [ ${#tls[@]} -gt 0 ]; then
@@ -179,10 +312,30 @@ for round in $(seq 1 "$RUNS"); do
     done
 done
 
+# ---- clients: Switchboard's client against Python websockets and Node ws ----
+if [ "$CLIENTS" != 0 ] && [ -n "$CLIENT_LIST" ]; then
+    for round in $(seq 1 "$RUNS"); do
+        say "clients: round $round of $RUNS"
+        for s in $CLIENT_SCENARIOS; do
+            case "$s" in
+                client-pipelined-*) start_server "$client_echo" 0 ;;
+                client-stream-*) start_server line-streamer 0 ;;
+                *) say "unknown client scenario $s"; exit 2 ;;
+            esac
+            for client in $CLIENT_LIST; do measure_client "$client" "$(client_scenario_line "$s")" "$round"; done
+            stop_server
+        done
+    done
+fi
+
 if [ -n "${MICRO:-}" ]; then
     say "micro benchmarks"
     taskset -c 0 "$bin/micro" ${QUICK:+--quick} | tee "$OUT/micro.md"
 fi
 
 say "total $(( $(date +%s) - started )) s; raw results in $results"
-python3 "$here/table.py" "$results" "$SERVERS" "$ALL_SCENARIOS" | tee "$OUT/table.md"
+if [ "$CLIENTS" != 0 ] && [ -n "$CLIENT_LIST" ]; then
+    python3 "$here/table.py" "$results" "$SERVERS" "$ALL_SCENARIOS" "$CLIENT_LIST" "$CLIENT_ALL_SCENARIOS" | tee "$OUT/table.md"
+else
+    python3 "$here/table.py" "$results" "$SERVERS" "$ALL_SCENARIOS" | tee "$OUT/table.md"
+fi

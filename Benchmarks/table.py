@@ -1,17 +1,32 @@
 #!/usr/bin/env python3
-"""Turns Benchmarks/run.sh's results.tsv into one Markdown table.
+"""Turns Benchmarks/run.sh's results.tsv into Markdown tables: servers, then (when the client
+benchmark ran) clients.
+
+    table.py RESULTS SERVERS SCENARIOS [CLIENTS CLIENT_SCENARIOS]
 
 Each cell: median (min–max) over the rounds. The last columns give Switchboard / peer of
 the medians (for memory, lower is better, so a ratio under 1 means Switchboard uses less).
+With uWebSockets in the run, "SB callbacks / uWS" and "SB tasks / uWS" come first.
 """
 import statistics
 import sys
 
 results_path, servers_arg, scenarios_arg = sys.argv[1], sys.argv[2], sys.argv[3]
+clients_arg = sys.argv[4] if len(sys.argv) > 4 else ""
+client_scenarios_arg = sys.argv[5] if len(sys.argv) > 5 else ""
 servers = servers_arg.split()
-scenarios = [line.split("|") for line in scenarios_arg.strip().splitlines() if line.strip()]
-names = {"switchboard": "Switchboard (callbacks)", "switchboard-tasks": "Switchboard (tasks)",
-         "nio": "raw SwiftNIO", "hummingbird": "Hummingbird 2", "python": "Python websockets"}
+clients = clients_arg.split()
+
+
+def parse_scenarios(text):
+    return [line.split("|") for line in text.strip().splitlines() if line.strip()]
+
+
+scenarios = parse_scenarios(scenarios_arg)
+client_scenarios = parse_scenarios(client_scenarios_arg)
+names = {"uws": "uWebSockets", "switchboard": "Switchboard (callbacks)", "switchboard-tasks": "Switchboard (tasks)",
+         "nio": "raw SwiftNIO", "hummingbird": "Hummingbird 2", "python": "Python websockets",
+         "sb-client": "Switchboard client", "python-client": "Python websockets", "node-client": "Node ws"}
 
 values = {}
 failures = {}
@@ -41,27 +56,57 @@ def cell(server, scenario):
     return text + (f" ({failed} failed)" if failed else "")
 
 
-peers = [s for s in servers if not s.startswith("switchboard")]
-header = ["scenario", "unit"] + [names.get(s, s) for s in servers]
-if "switchboard" in servers:
-    header += [f"SB / {names.get(p, p)}" for p in peers]
-if "switchboard-tasks" in servers and "nio" in servers:
-    header += ["SB tasks / raw SwiftNIO"]
-print("| " + " | ".join(header) + " |")
-print("|" + "|".join(["---"] * 2 + ["---:"] * (len(header) - 2)) + "|")
-for name, _args, _field, unit in scenarios:
-    if not any((s, name) in values or (s, name) in failures for s in servers):
-        continue
-    row = [name, unit] + [cell(s, name) for s in servers]
+def ratio(ours, peer, scenario):
+    """Median of `ours` / median of `peer` for the scenario, or "—"."""
+    a, b = values.get((ours, scenario)), values.get((peer, scenario))
+    if a and b and statistics.median(b) > 0:
+        return f"{statistics.median(a) / statistics.median(b):.2f}×"
+    return "—"
+
+
+def table(members, rows, ratio_columns):
+    """members: the measured programs (columns); ratio_columns: (header, ours, peer)."""
+    header = ["scenario", "unit"] + [names.get(m, m) for m in members] + [h for h, _, _ in ratio_columns]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join(["---"] * 2 + ["---:"] * (len(header) - 2)) + "|")
+    for name, _args, _field, unit in rows:
+        if not any((m, name) in values or (m, name) in failures for m in members):
+            continue
+        row = [name, unit] + [cell(m, name) for m in members]
+        row += [ratio(ours, peer, name) for _, ours, peer in ratio_columns]
+        print("| " + " | ".join(row) + " |")
+
+
+# ---- servers ----
+server_ratios = []
+if "uws" in servers:
     if "switchboard" in servers:
-        sb = values.get(("switchboard", name))
-        for p in peers:
-            pv = values.get((p, name))
-            if sb and pv and statistics.median(pv) > 0:
-                row.append(f"{statistics.median(sb) / statistics.median(pv):.2f}×")
-            else:
-                row.append("—")
-    if "switchboard-tasks" in servers and "nio" in servers:
-        st, nv = values.get(("switchboard-tasks", name)), values.get(("nio", name))
-        row.append(f"{statistics.median(st) / statistics.median(nv):.2f}×" if st and nv else "—")
-    print("| " + " | ".join(row) + " |")
+        server_ratios.append(("SB callbacks / uWS", "switchboard", "uws"))
+    if "switchboard-tasks" in servers:
+        server_ratios.append(("SB tasks / uWS", "switchboard-tasks", "uws"))
+if "switchboard" in servers:
+    for p in servers:
+        if not p.startswith("switchboard") and p != "uws":
+            server_ratios.append((f"SB / {names.get(p, p)}", "switchboard", p))
+if "switchboard-tasks" in servers and "nio" in servers:
+    server_ratios.append(("SB tasks / raw SwiftNIO", "switchboard-tasks", "nio"))
+
+server_rows_present = any((s, n[0]) in values or (s, n[0]) in failures for s in servers for n in scenarios)
+if clients and server_rows_present:
+    print("### Servers\n")
+if server_rows_present or not clients:
+    table(servers, scenarios, server_ratios)
+    if server_ratios:
+        print("\nRatios: Switchboard / peer of the medians; above 1× Switchboard is faster, except for "
+              "hold-idle (memory per idle connection, lower is better), where under 1× means Switchboard "
+              "uses less memory.")
+
+# ---- clients ----
+if clients:
+    client_ratios = [(f"SB / {short}", "sb-client", c) for c, short in
+                     (("python-client", "Python"), ("node-client", "Node")) if c in clients and "sb-client" in clients]
+    print(("\n" if server_rows_present else "") + "### Clients\n")
+    table(clients, client_scenarios, client_ratios)
+    print("\nOne connection per client (Switchboard's SocketAdapter, Python websockets, Node ws) on "
+          "CPU 1, the server on CPU 0. Ratios: Switchboard client / peer of the medians; above 1× "
+          "Switchboard's client handles more lines per second.")
