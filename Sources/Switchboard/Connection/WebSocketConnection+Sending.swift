@@ -8,7 +8,7 @@ extension WebSocketConnection {
     /// Sends a text message. Waits while the outbound queue is above its high-water mark
     /// (or throws, per ``WebSocketConfiguration/sendPolicy``); throws `.closed` once closing.
     public func send(text: String) async throws(SwitchboardError) {
-        try await waitUntilWritable()
+        if !(isOpen && channel.isWritable) { try await waitUntilWritable() }
         var text = text
         try text.withUTF8 { buf in
             Result { () throws(SwitchboardError) in _ = try enqueue(.text, UnsafeRawBufferPointer(buf), exempt: true) }
@@ -32,7 +32,7 @@ extension WebSocketConnection {
 
     /// Sends a binary message.
     public func send(binary: Data) async throws(SwitchboardError) {
-        try await waitUntilWritable()
+        if !(isOpen && channel.isWritable) { try await waitUntilWritable() }
         try binary.withUnsafeBytes { buf in
             Result { () throws(SwitchboardError) in _ = try enqueue(.binary, buf, exempt: true) }
         }.get()
@@ -40,10 +40,12 @@ extension WebSocketConnection {
 
     /// Sends a message.
     public func send(_ message: WebSocketMessage) async throws(SwitchboardError) {
-        try await waitUntilWritable()
+        if !(isOpen && channel.isWritable) { try await waitUntilWritable() }
         _ = try enqueue(message, exempt: true)
     }
 
+    /// Waits for room (or throws). The senders call it only when there is no room or the
+    /// connection is closing: an async call costs a frame, and the common case needs none.
     private func waitUntilWritable() async throws(SwitchboardError) {
         try checkOpen()
         guard !channel.isWritable else { return }
