@@ -324,6 +324,8 @@ public final class EventLoop: @unchecked Sendable {
             if localJobs.isEmpty { localJobs = local }
             rounds += 1
         } while !localJobs.isEmpty && rounds < 16
+        // Once, after every round: frames that several jobs of this iteration queued for one
+        // socket (publishes to a subscriber, echoes) go out in one write.
         runFlushes()
     }
 

@@ -135,6 +135,7 @@ final class TopicRegistry: Sendable {
     /// Subscribers on the caller's loop are served inline; each other loop gets one job, awaited.
     ///
     /// A text message that is not valid UTF-8 is queued nowhere (0).
+    nonisolated(nonsending)
     func publish(_ message: WebSocketMessage, to topic: String, excluding excluded: WebSocketConnection?) async -> Int {
         guard let d = prepare(message, to: topic, excluding: excluded) else { return 0 }
         var sent = 0

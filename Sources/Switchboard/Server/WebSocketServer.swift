@@ -236,7 +236,11 @@ public final class WebSocketServer: Sendable {
 
     /// Queues `message` on every subscriber of `topic` except `excluding`; never waits on a slow
     /// subscriber (see ``TopicRegistry``). Returns how many subscribers it was queued on.
+    ///
+    /// Runs on the caller's executor (`nonisolated(nonsending)`): called from a route handler,
+    /// the subscribers on the handler's loop are served inline, with no hop.
     @discardableResult
+    nonisolated(nonsending)
     public func publish(_ message: WebSocketMessage, to topic: String, excluding: WebSocketConnection? = nil) async -> Int {
         await topics.publish(message, to: topic, excluding: excluding)
     }
@@ -252,6 +256,7 @@ public final class WebSocketServer: Sendable {
 
     /// Publishes a text message.
     @discardableResult
+    nonisolated(nonsending)
     public func publish(text: String, to topic: String, excluding: WebSocketConnection? = nil) async -> Int {
         await publish(.text(Array(text.utf8)), to: topic, excluding: excluding)
     }
