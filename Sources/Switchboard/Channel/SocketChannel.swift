@@ -110,11 +110,6 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
     /// Appends that may be refused are refused once this many bytes are queued.
     var limit: Int { limits.limit }
 
-    private var tlsHandshakeCompletionSlot: ((SwitchboardError?) -> Void)? {
-        get { tlsState?.handshakeCompletion }
-        set { tlsState?.handshakeCompletion = newValue }
-    }
-
     init(loop: EventLoop, fd: Int32, tls: TLSSession?) {
         self.loop = loop
         self.fd = fd
@@ -153,13 +148,10 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
             if state == .complete {
                 tlsHandshakeDone = true
                 if !queue.isEmpty { flushSoon() }
-                let c = tlsHandshakeCompletionSlot
-                tlsHandshakeCompletionSlot = nil
-                c?(nil)
+                tlsState?.takeHandshakeCompletion()?(nil)
             }
         } catch {
-            let c = tlsHandshakeCompletionSlot
-            tlsHandshakeCompletionSlot = nil
+            let c = tlsState?.takeHandshakeCompletion()
             let err = SwitchboardError.tls(error.description)
             let d = delegate
             close()
@@ -486,8 +478,7 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
     }
 
     private func peerEOF() {
-        if !tlsHandshakeDone, let c = tlsHandshakeCompletionSlot {
-            tlsHandshakeCompletionSlot = nil
+        if !tlsHandshakeDone, let c = tlsState?.takeHandshakeCompletion() {
             close()
             c(.tls("connection closed during the TLS handshake"))
             return
@@ -539,10 +530,12 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
     private func fail(_ error: SwitchboardError) {
         guard !isClosed else { return }
         let d = delegate
+        // Taken before `close()`, which drops the TLS state: a handshake waiting for its
+        // completion hears the error instead of waiting for its own timeout.
+        let completion = tlsState?.takeHandshakeCompletion()
         close()
-        if let c = tlsHandshakeCompletionSlot {
-            tlsHandshakeCompletionSlot = nil
-            c(error)
+        if let completion {
+            completion(error)
             return
         }
         d?.channelFailed(error)
@@ -561,4 +554,10 @@ final class TLSChannelState {
     var handshakeCompletion: ((SwitchboardError?) -> Void)?
 
     init(_ session: TLSSession) { self.session = session }
+
+    /// The completion, cleared so that it runs at most once.
+    func takeHandshakeCompletion() -> ((SwitchboardError?) -> Void)? {
+        defer { handshakeCompletion = nil }
+        return handshakeCompletion
+    }
 }

@@ -10,7 +10,7 @@ struct CommandOutbox<Connection: AnyObject> {
     /// Most bytes of commands waiting for the loop.
     static var limit: Int { 256 << 10 }
 
-    private(set) var connection: Connection?
+    private var connection: Connection?
     private var pending: [String] = []
     private var pendingBytes = 0
     /// A job to drain `pending` is scheduled on the loop.

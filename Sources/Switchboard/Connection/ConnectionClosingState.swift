@@ -15,10 +15,3 @@ final class ConnectionClosingState {
     /// Internal observers of the close (the client adapter's reconnect logic).
     var closeHandlers: [@Sendable (WebSocketCloseStatus) -> Void] = []
 }
-
-/// The callbacks of a callback route, shared by reference: one pointer per connection instead
-/// of three closures.
-final class WebSocketCallbacksBox: Sendable {
-    let callbacks: WebSocketCallbacks
-    init(_ callbacks: WebSocketCallbacks) { self.callbacks = callbacks }
-}

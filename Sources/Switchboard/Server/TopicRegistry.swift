@@ -14,7 +14,7 @@ import SwitchboardCore
 /// so a publish costs one append per subscriber and no per-subscriber task, array or actor hop:
 /// the publisher's own loop is served inline, and each other loop gets one job (a task group
 /// with one child per loop). Every socket is then written once per loop iteration, so messages
-/// published in the same iteration reach a subscriber in one `sendmsg`.
+/// published in the same iteration reach a subscriber in one write.
 final class TopicRegistry: Sendable {
     /// One topic's subscribers on one loop. `connections` is copied out by reference (copy on
     /// write) when publishing, so a publish never copies the subscriber list.
@@ -25,6 +25,10 @@ final class TopicRegistry: Sendable {
         var positions: [ObjectIdentifier: Int] = [:]
 
         init(loop: EventLoop) { self.loop = loop }
+
+        func contains(_ c: WebSocketConnection?) -> Bool {
+            c.map { positions[ObjectIdentifier($0)] != nil } ?? false
+        }
 
         mutating func insert(_ c: WebSocketConnection) -> Bool {
             let id = ObjectIdentifier(c)
@@ -47,6 +51,8 @@ final class TopicRegistry: Sendable {
     private struct Topic {
         var loops: [LoopSubscribers] = []
         var count: Int { loops.reduce(0) { $0 + $1.connections.count } }
+
+        func contains(_ c: WebSocketConnection?) -> Bool { loops.contains { $0.contains(c) } }
 
         mutating func insert(_ c: WebSocketConnection) -> Bool {
             if let i = loops.firstIndex(where: { $0.loop === c.loop }) { return loops[i].insert(c) }
@@ -110,25 +116,20 @@ final class TopicRegistry: Sendable {
         let frame: [UInt8]
         let payloadCount: Int
         let groups: [LoopSubscribers]
-        let excluded: WebSocketConnection?
     }
 
     /// Nil when there is nobody to deliver to, or when a text message is not valid UTF-8.
     private func prepare(_ message: WebSocketMessage, to topic: String,
                          excluding excluded: WebSocketConnection?) -> Delivery? {
-        guard let groups = state.withLock({ $0.topics[topic]?.loops }) else { return nil }
+        guard let subscribers = state.withLock({ $0.topics[topic] }),
+              subscribers.count > (subscribers.contains(excluded) ? 1 : 0) else { return nil }
         let (opcode, payload): (WebSocketOpcode, [UInt8]) = switch message {
         case .text(let b): (.text, b)
         case .binary(let b): (.binary, b)
         }
-        let total = groups.reduce(0) { $0 + $1.connections.count }
-        let excludedIsSubscribed = excluded.map { e in
-            groups.contains { $0.loop === e.loop && $0.positions[ObjectIdentifier(e)] != nil }
-        } ?? false
-        guard total > (excludedIsSubscribed ? 1 : 0) else { return nil }
         if opcode == .text && !UTF8Validator.isValid(payload) { return nil }
         return Delivery(frame: WebSocketFrameSerializer.frame(opcode: opcode, payload: payload, maskingKey: nil),
-                        payloadCount: payload.count, groups: groups, excluded: excluded)
+                        payloadCount: payload.count, groups: subscribers.loops)
     }
 
     /// Queues `message` on every subscriber (except `excluded`); returns how many it was queued on.
@@ -173,7 +174,7 @@ final class TopicRegistry: Sendable {
                 count += Self.deliver(d.frame, payloadCount: d.payloadCount, to: group.connections, excluding: excluded)
             } else {
                 let connections = group.connections
-                count += connections.count - (connections.contains { $0 === excluded } ? 1 : 0)
+                count += connections.count - (group.contains(excluded) ? 1 : 0)
                 group.loop.execute {
                     _ = Self.deliver(d.frame, payloadCount: d.payloadCount, to: connections, excluding: excluded)
                 }

@@ -56,6 +56,13 @@ public struct WebSocketCallbacks: Sendable {
     }
 }
 
+/// The callbacks of a callback route, shared by reference: one pointer per connection instead
+/// of three closures.
+final class WebSocketCallbacksBox: Sendable {
+    let callbacks: WebSocketCallbacks
+    init(_ callbacks: WebSocketCallbacks) { self.callbacks = callbacks }
+}
+
 /// Constant-time comparisons for secrets (bearer tokens), so timing does not leak how much of a
 /// guess was right.
 public enum ConstantTime {
