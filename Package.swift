@@ -1,6 +1,15 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
+// Optional integrations are package traits, off by default, so that a service that needs only
+// the WebSocket library builds swift-log and nothing else:
+// - `ServiceLifecycleSupport`: `WebSocketServer` conforms to swift-service-lifecycle's `Service`
+//   (graceful shutdown from a `ServiceGroup`).
+// - `MetricsSupport`: the server reports to swift-metrics (a factory per server, defaulting to
+//   the global one).
+// Enable them from a dependent package with
+// `.package(url: "…/switchboard.git", from: "…", traits: ["ServiceLifecycleSupport", "MetricsSupport"])`,
+// or here with `swift build --enable-all-traits` (what `scripts/test` and `scripts/serve` do).
 let package = Package(
     name: "Switchboard",
     platforms: [.macOS(.v15)],
@@ -9,9 +18,20 @@ let package = Package(
         .library(name: "Switchboard", targets: ["Switchboard"]),
         .library(name: "SwitchboardChannel", targets: ["SwitchboardChannel"]),
     ],
+    traits: [
+        .trait(name: "ServiceLifecycleSupport",
+               description: "WebSocketServer conforms to ServiceLifecycle.Service (swift-service-lifecycle)."),
+        .trait(name: "MetricsSupport",
+               description: "WebSocketServer reports connections, messages, closes and handshakes to swift-metrics."),
+        .default(enabledTraits: []),
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        // `swift package generate-documentation` (a plugin: nothing of it is linked).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
     targets: [
         // OpenSSL (libssl-dev), linked as a system library.
@@ -24,7 +44,7 @@ let package = Package(
         .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         // Tiny C shims: OpenSSL macros Swift cannot import, and epoll/eventfd glue.
         .target(name: "CSwitchboardShims", dependencies: ["COpenSSL"]),
-        // The pure RFC 6455 protocol core: no I/O, no clock, no randomness.
+        // The pure RFC 6455 protocol core: no I/O, no clock, no randomness. Public, sans-I/O.
         .target(name: "SwitchboardCore"),
         // I/O layer and public API: event loop, sockets, TLS, client, server.
         .target(
@@ -32,36 +52,65 @@ let package = Package(
             dependencies: [
                 "SwitchboardCore", "COpenSSL", "CSwitchboardShims",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle",
+                         condition: .when(traits: ["ServiceLifecycleSupport"])),
+                .product(name: "Metrics", package: "swift-metrics", condition: .when(traits: ["MetricsSupport"])),
             ]
         ),
         // The typed client of the /v1/ws agent channel (events, commands, withChannel).
-        .target(name: "SwitchboardChannel", dependencies: ["Switchboard"]),
+        .target(name: "SwitchboardChannel", dependencies: ["Switchboard", "SwitchboardCore"]),
         // Examples: products in their own right, each run by a test.
         .executableTarget(
             name: "echo-server",
-            dependencies: ["Switchboard", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["Switchboard", "SwitchboardCore",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Examples/EchoServer"
         ),
         .executableTarget(
             name: "echo-client",
-            dependencies: ["Switchboard", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["Switchboard", "SwitchboardCore",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Examples/EchoClient"
         ),
+        // The chat room's wire format, commands and rate limiter: a library so the tests use
+        // the same code as the binary.
+        .target(name: "ChatRoomCore", dependencies: ["Switchboard", "SwitchboardCore"], path: "Examples/ChatRoomCore"),
         .executableTarget(
             name: "chat-room",
-            dependencies: ["Switchboard", "CSQLite", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["Switchboard", "SwitchboardCore", "ChatRoomCore", "CSQLite",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle",
+                                    condition: .when(traits: ["ServiceLifecycleSupport"]))],
             path: "Examples/ChatRoom"
         ),
         .executableTarget(
             name: "agent-stream",
-            dependencies: ["Switchboard", "SwitchboardChannel",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["Switchboard", "SwitchboardCore", "SwitchboardChannel",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle",
+                                    condition: .when(traits: ["ServiceLifecycleSupport"]))],
             path: "Examples/AgentStream"
         ),
+        // Helpers shared by the test targets (locks, temporary directories, peers' processes).
+        .target(name: "SwitchboardTestSupport", dependencies: ["Switchboard", "SwitchboardCore"],
+                path: "Tests/SwitchboardTestSupport"),
         .testTarget(name: "SwitchboardCoreTests", dependencies: ["SwitchboardCore"]),
-        .testTarget(name: "AgentStreamTests", dependencies: ["Switchboard", "SwitchboardChannel"], exclude: ["Resources"]),
-        .testTarget(name: "ChatRoomTests", dependencies: ["Switchboard"], exclude: ["Peers"]),
-        .testTarget(name: "SwitchboardTests", dependencies: ["Switchboard"], exclude: ["Peers"]),
+        .testTarget(name: "SwitchboardChannelTests", dependencies: ["SwitchboardChannel", "Switchboard", "SwitchboardCore"]),
+        .testTarget(name: "AgentStreamTests",
+                    dependencies: ["Switchboard", "SwitchboardCore", "SwitchboardChannel", "SwitchboardTestSupport"],
+                    exclude: ["Resources"]),
+        .testTarget(name: "ChatRoomTests",
+                    dependencies: ["Switchboard", "SwitchboardCore", "ChatRoomCore", "SwitchboardTestSupport"],
+                    exclude: ["Peers"]),
+        .testTarget(
+            name: "SwitchboardTests",
+            dependencies: ["Switchboard", "SwitchboardCore", "SwitchboardTestSupport",
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle",
+                                    condition: .when(traits: ["ServiceLifecycleSupport"])),
+                           .product(name: "Metrics", package: "swift-metrics", condition: .when(traits: ["MetricsSupport"])),
+                           .product(name: "MetricsTestKit", package: "swift-metrics", condition: .when(traits: ["MetricsSupport"]))],
+            exclude: ["Peers"]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

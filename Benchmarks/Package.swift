@@ -27,7 +27,7 @@ let package = Package(
         .executableTarget(
             name: "client-bench",
             dependencies: [
-                .product(name: "Switchboard", package: "Switchboard"),
+                .product(name: "Switchboard", package: "Switchboard"), .product(name: "SwitchboardCore", package: "Switchboard"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -1,5 +1,6 @@
 import Foundation
 import Switchboard
+import SwitchboardCore
 import SwitchboardChannel
 
 /// Token bucket: `rate` tokens per second, at most `burst` saved up.

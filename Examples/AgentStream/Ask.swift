@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import Switchboard
+import SwitchboardCore
 import SwitchboardChannel
 import Synchronization
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 import Foundation
 import Switchboard
+import SwitchboardCore
 import SwitchboardChannel
 import Synchronization
 #if canImport(Glibc)

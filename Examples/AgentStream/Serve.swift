@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import Switchboard
+import SwitchboardCore
 import SwitchboardChannel
 #if canImport(Glibc)
 import Glibc

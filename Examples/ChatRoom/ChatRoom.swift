@@ -1,3 +1,4 @@
+import ChatRoomCore
 import ArgumentParser
 
 /// A multi-room chat server (WebSocket + SQLite history + a browser page) and a terminal client.

@@ -1,5 +1,7 @@
 import Foundation
 import Switchboard
+import SwitchboardCore
+import ChatRoomCore
 
 /// Runs one WebSocket connection: reads lines, rate-limits, validates, updates rooms, persists
 /// messages, and broadcasts. Bad input gets an `error` event to the sender only.

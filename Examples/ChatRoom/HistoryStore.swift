@@ -1,3 +1,4 @@
+import ChatRoomCore
 import CSQLite
 import Foundation
 

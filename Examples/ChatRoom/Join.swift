@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import Switchboard
+import SwitchboardCore
+import ChatRoomCore
 
 /// `chat-room join`: a terminal client.
 struct Join: AsyncParsableCommand {

@@ -1,4 +1,6 @@
 import Switchboard
+import SwitchboardCore
+import ChatRoomCore
 
 /// Who is in which room. Joining checks the name and subscribes the connection to the room's
 /// topic in one step, so a joiner never misses an event published after its presence snapshot.

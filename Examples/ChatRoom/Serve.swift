@@ -2,6 +2,8 @@ import ArgumentParser
 import Foundation
 import Logging
 import Switchboard
+import SwitchboardCore
+import ChatRoomCore
 
 /// `chat-room serve`: the chat server.
 struct Serve: AsyncParsableCommand {

@@ -1,3 +1,4 @@
+import ChatRoomCore
 import Foundation
 
 /// One server→client line. Optional fields are omitted when nil.

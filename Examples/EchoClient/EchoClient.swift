@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Switchboard
+import SwitchboardCore
 
 /// The Autobahn|Testsuite client testee: reads the case count, echoes every message of every
 /// case, then asks the fuzzing server to write its reports.

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import Switchboard
+import SwitchboardCore
 
 /// Echoes every text and binary message unchanged, on every path but `/broadcast`, which relays
 /// each message to every other `/broadcast` client. The testee for Autobahn server runs and for

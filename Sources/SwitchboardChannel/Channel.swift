@@ -1,3 +1,5 @@
+import Switchboard
+import SwitchboardCore
 import Foundation
 
 /// An open `/v1/ws` channel: typed events in, typed commands out.

@@ -1,3 +1,5 @@
+import Switchboard
+import SwitchboardCore
 import Foundation
 
 /// The answer to a `permission_request`.

@@ -1,5 +1,6 @@
 import Foundation
-@_exported import Switchboard
+import Switchboard
+import SwitchboardCore
 
 /// Errors of the channel layer that are not transport errors (those are ``SwitchboardError``).
 public enum ChannelError: Error, Sendable, Equatable, CustomStringConvertible, LocalizedError {

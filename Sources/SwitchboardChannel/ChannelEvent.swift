@@ -1,3 +1,5 @@
+import Switchboard
+import SwitchboardCore
 import Foundation
 
 /// How a turn ended (`result.subtype`).

@@ -1,3 +1,5 @@
+import Switchboard
+import SwitchboardCore
 import Foundation
 
 /// Any JSON value: the free-form `input` of tool calls and permission requests.

@@ -1,6 +1,6 @@
 /// Base64 with the standard alphabet and padding (RFC 4648 §4), just enough for
 /// `Sec-WebSocket-Key` and `Sec-WebSocket-Accept` (RFC 6455 §4.1, §4.2.2).
-public enum Base64 {
+package enum Base64 {
     private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
     /// The value of each byte in the alphabet, or 0xFF for bytes outside it.
@@ -11,7 +11,7 @@ public enum Base64 {
     }()
 
     /// Encodes `bytes` with `=` padding and no line breaks.
-    public static func encode(_ bytes: some Collection<UInt8>) -> String {
+    package static func encode(_ bytes: some Collection<UInt8>) -> String {
         var output: [UInt8] = []
         output.reserveCapacity((bytes.count + 2) / 3 * 4)
         var iterator = bytes.makeIterator()
@@ -40,7 +40,7 @@ public enum Base64 {
     /// breaks, characters outside the alphabet (including the URL-safe `-` and `_`), `=`
     /// anywhere but the last one or two positions, and non-zero unused bits before the padding
     /// (RFC 4648 §3.5), so every accepted string has exactly one decoding. `""` decodes to `[]`.
-    public static func decode(_ string: String) -> [UInt8]? {
+    package static func decode(_ string: String) -> [UInt8]? {
         let input = Array(string.utf8)
         guard input.count % 4 == 0 else { return nil }
         var output: [UInt8] = []

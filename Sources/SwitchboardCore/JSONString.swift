@@ -1,9 +1,9 @@
 /// JSON string literals (RFC 8259 §7), for the few places that write JSON by hand (error
 /// bodies, event lines) without a JSON encoder.
-public enum JSONString {
+package enum JSONString {
     /// `string` quoted and escaped: `"`, `\`, control characters, and U+2028/U+2029 (so the
     /// text is also safe inside JavaScript).
-    public static func quoted(_ string: String) -> String {
+    package static func quoted(_ string: String) -> String {
         var output = "\""
         for scalar in string.unicodeScalars {
             switch scalar {

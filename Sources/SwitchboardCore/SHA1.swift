@@ -3,23 +3,23 @@
 /// SHA-1 is broken for collision resistance; the WebSocket handshake uses it only to prove
 /// that the server understood the WebSocket protocol, not for security. Do not use it for
 /// anything else.
-public struct SHA1: Sendable {
+package struct SHA1: Sendable {
     private var state: (UInt32, UInt32, UInt32, UInt32, UInt32) = (0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0)
     private var block: [UInt8] = []
     private var length: UInt64 = 0
 
     /// Creates an empty hasher.
-    public init() { block.reserveCapacity(64) }
+    package init() { block.reserveCapacity(64) }
 
     /// The 20-byte digest of `bytes`.
-    public static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
+    package static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
         var hasher = SHA1()
         hasher.update(bytes)
         return hasher.finalize()
     }
 
     /// Adds `bytes` to the message.
-    public mutating func update(_ bytes: some Sequence<UInt8>) {
+    package mutating func update(_ bytes: some Sequence<UInt8>) {
         for byte in bytes {
             block.append(byte)
             length &+= 1
@@ -28,7 +28,7 @@ public struct SHA1: Sendable {
     }
 
     /// Pads the message and returns the 20-byte digest. The hasher must not be reused after.
-    public mutating func finalize() -> [UInt8] {
+    package mutating func finalize() -> [UInt8] {
         let bitLength = length &* 8 // RFC 3174 §4: the length modulo 2^64.
         block.append(0x80)
         if block.count > 56 {

@@ -2,6 +2,9 @@ import Foundation
 import Synchronization
 import Testing
 import SwitchboardChannel
+import Switchboard
+import SwitchboardTestSupport
+import SwitchboardCore
 
 struct TestFailure: Error, CustomStringConvertible {
     let description: String

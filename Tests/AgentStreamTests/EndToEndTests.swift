@@ -2,6 +2,9 @@ import Foundation
 import Synchronization
 import Testing
 import SwitchboardChannel
+import Switchboard
+import SwitchboardTestSupport
+import SwitchboardCore
 #if canImport(Glibc)
 import Glibc
 #endif

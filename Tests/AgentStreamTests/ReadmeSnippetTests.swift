@@ -1,5 +1,7 @@
 import Testing
 import SwitchboardChannel
+import Switchboard
+import SwitchboardCore
 
 // The README's "Stream an agent" snippet, verbatim: it must compile, and it runs against the
 // built-in agent in `readmeSnippetRunsATurn`.

@@ -3,6 +3,9 @@ import Foundation
 import FoundationNetworking
 #endif
 import Switchboard
+import SwitchboardCore
+import ChatRoomCore
+import SwitchboardTestSupport
 import Testing
 
 /// End to end against the built `chat-room` binary: two Swift clients (SocketAdapter + ChatCommand)

@@ -1,4 +1,6 @@
 import Foundation
+import ChatRoomCore
+import SwitchboardTestSupport
 import Testing
 
 /// `chat-room join`, driven through its stdin and stdout.

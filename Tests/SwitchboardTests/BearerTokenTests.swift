@@ -1,5 +1,6 @@
 import Testing
 import Switchboard
+import SwitchboardCore
 
 /// `bearerToken` trims optional whitespace (SP/HTAB, `HTTPSyntax.trimmingOWS`) around the token.
 @Suite struct BearerTokenTests {

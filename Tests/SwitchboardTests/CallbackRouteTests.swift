@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Switchboard
+import SwitchboardCore
 
 /// Callback routes (`WebSocketCallbacks`): no task per connection, messages handled on the loop.
 extension ServerInterop {

@@ -1,5 +1,6 @@
 import Testing
 @testable import Switchboard
+import SwitchboardCore
 
 /// The adapter's batching of commands (``CommandOutbox``): order, one wake-up per batch, bounds.
 @Suite struct CommandOutboxTests {

@@ -1,5 +1,6 @@
 import Testing
 @testable import Switchboard
+import SwitchboardCore
 
 /// Descriptions, mirrors and error messages of endpoints hide secret query values and header values.
 @Suite struct EndpointDescriptionTests {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Switchboard
+import SwitchboardCore
 
 /// The example executables, run as the user would run them.
 @Suite("Examples: echo-server and echo-client")

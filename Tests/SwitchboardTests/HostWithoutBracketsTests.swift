@@ -1,5 +1,6 @@
 import Testing
 @testable import Switchboard
+import SwitchboardCore
 
 /// The one IPv6 bracket stripper, and its users.
 @Suite struct HostWithoutBracketsTests {

@@ -1,5 +1,6 @@
 import Testing
 @testable import Switchboard
+import SwitchboardCore
 
 /// A writer that takes at most `capacity` bytes in total, recording them.
 private struct Sink {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Switchboard
+import SwitchboardCore
 
 // The README's snippets, verbatim (keep in sync with README.md). They must compile; the client
 // one is run against a real server below, and the callback route one too.

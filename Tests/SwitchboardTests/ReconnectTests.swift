@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Switchboard
+import SwitchboardCore
 
 /// A server that can be stopped and started again on the same port.
 private actor RestartableServer {

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Switchboard
+import SwitchboardCore
 
 /// Parent of every server interop, scale, resilience and flood suite: serialized, so that the
 /// file-descriptor accounting of the scale test, the memory measurements of the flood tests, the

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Switchboard
+import SwitchboardCore
 
 extension ServerInterop {
 /// Every way the server refuses a connection answers with the one error body

@@ -6,6 +6,7 @@ import Musl
 import Foundation
 import Testing
 @testable import Switchboard
+import SwitchboardCore
 
 extension ServerInterop {
 /// Functional scale check (nothing is timed): thousands of concurrent connections to one server,

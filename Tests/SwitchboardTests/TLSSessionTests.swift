@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Switchboard
+import SwitchboardCore
 
 @Suite struct TLSSessionTests {
     // MARK: Success paths

@@ -1,5 +1,7 @@
 import Foundation
 @testable import Switchboard
+import SwitchboardCore
+import SwitchboardTestSupport
 
 /// Throwaway PKI generated once per test run with the `openssl` CLI (EC P-256 keys: fast), in a
 /// temporary folder removed when the test process exits.

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import Switchboard
+import SwitchboardCore
 
 extension ServerInterop {
 @Suite struct WebSocketServerShutdownTests {

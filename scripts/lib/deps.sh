@@ -1,6 +1,10 @@
 # Shared by scripts/serve and scripts/test: installs what the build and the tests need when it
 # is missing (Debian/Ubuntu). apt-get runs only as root; otherwise we say what to install.
 
+# Every build of this repository enables the package's optional traits (ServiceLifecycleSupport,
+# MetricsSupport): the examples run their servers in a ServiceGroup and the tests cover both.
+SWIFT_TRAITS=(--enable-all-traits)
+
 say() { printf '==> %s\n' "$*" >&2; }
 
 apt_install() {

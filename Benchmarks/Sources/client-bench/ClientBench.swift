@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Switchboard
+import SwitchboardCore
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -87,9 +87,9 @@ extension SocketEndpoint {
 }
 
 /// RFC 3986 percent-encoding.
-public enum PercentEncoding {
+package enum PercentEncoding {
     /// Encodes every byte outside the unreserved set `A–Z a–z 0–9 - . _ ~`.
-    public static func encode(_ string: String) -> String {
+    package static func encode(_ string: String) -> String {
         var out = ""
         out.reserveCapacity(string.utf8.count)
         let hex: [Character] = Array("0123456789ABCDEF")

@@ -9,12 +9,12 @@ import CSwitchboardShims
 ///
 /// Not `SystemRandomNumberGenerator` itself: that type has no stored properties, and passing a
 /// zero-sized value `inout` crashes ThreadSanitizer's access instrumentation on Swift 6.3.1.
-public struct SecureRandom: RandomNumberGenerator, Sendable {
+package struct SecureRandom: RandomNumberGenerator, Sendable {
     private var calls: UInt8 = 0
 
-    public init() {}
+    package init() {}
 
-    public mutating func next() -> UInt64 {
+    package mutating func next() -> UInt64 {
         calls &+= 1
         var ok: Int32 = 0
         let value = switchboard_secure_random_u64(&ok)

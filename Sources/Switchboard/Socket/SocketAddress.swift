@@ -6,7 +6,7 @@ import Musl
 import Foundation
 
 /// An IPv4 or IPv6 socket address.
-public struct SocketAddress: Sendable, CustomStringConvertible {
+package struct SocketAddress: Sendable, CustomStringConvertible {
     var storage: sockaddr_storage
     var length: socklen_t
 
@@ -19,7 +19,7 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
     var family: Int32 { Int32(storage.ss_family) }
 
     /// The port number in host byte order.
-    public var port: Int {
+    package var port: Int {
         withUnsafeBytes(of: storage) { raw -> Int in
             switch Int32(storage.ss_family) {
             case AF_INET: return Int(UInt16(bigEndian: raw.load(fromByteOffset: 2, as: UInt16.self)))
@@ -30,7 +30,7 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
     }
 
     /// Numeric host text, e.g. `127.0.0.1` or `::1`.
-    public var host: String {
+    package var host: String {
         var s = storage
         var buf = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
         let ok: Bool = withUnsafePointer(to: &s) { p in
@@ -49,7 +49,7 @@ public struct SocketAddress: Sendable, CustomStringConvertible {
         return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    public var description: String {
+    package var description: String {
         family == AF_INET6 ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 

@@ -1,4 +1,6 @@
 import Foundation
+import ChatRoomCore
+import SwitchboardTestSupport
 import Synchronization
 import Testing
 #if canImport(Glibc)

@@ -1,4 +1,6 @@
 import Foundation
+import ChatRoomCore
+import SwitchboardTestSupport
 
 enum Python {
     /// Fails (never skips) when python3 or a module is missing.

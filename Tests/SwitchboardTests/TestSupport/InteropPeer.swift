@@ -5,6 +5,7 @@ import Musl
 #endif
 import Foundation
 @testable import Switchboard
+import SwitchboardCore
 import Synchronization
 
 /// A peer process nobody here wrote: `Peers/ws_echo_server.py` (Python `websockets`), started

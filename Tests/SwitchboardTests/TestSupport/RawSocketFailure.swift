@@ -4,6 +4,7 @@ import Glibc
 import Musl
 #endif
 @testable import Switchboard
+import SwitchboardCore
 
 /// What the hand-written test peers (``ServerRawSocket``, ``FloodPeer``) throw: a plain message.
 struct RawSocketFailure: Error, CustomStringConvertible {

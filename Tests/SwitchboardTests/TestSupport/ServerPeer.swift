@@ -1,5 +1,6 @@
 import Foundation
 @testable import Switchboard
+import SwitchboardCore
 import Synchronization
 import Testing
 

@@ -5,6 +5,7 @@ import Musl
 #endif
 import Foundation
 @testable import Switchboard
+import SwitchboardCore
 
 /// A blocking TCP client over plain POSIX calls, for the bytes no well-behaved WebSocket library
 /// will send (unmasked frames, invalid UTF-8, wrong versions, slow or huge heads). Use it only on

@@ -1,8 +1,9 @@
 import Switchboard
+import SwitchboardCore
 
 /// The chat's client→server commands, each sent as one compact JSON line (`JSONSocketCommand`).
 /// Shared with the test target (symlinked into Tests/ChatRoomTests/Shared).
-enum ChatCommand: JSONSocketCommand, Equatable {
+package enum ChatCommand: JSONSocketCommand, Equatable {
     case join(room: String, user: String)
     case message(room: String, text: String)
     case leave(room: String)
@@ -10,7 +11,7 @@ enum ChatCommand: JSONSocketCommand, Equatable {
 
     private enum Key: String, CodingKey { case type, room, user, text, isTyping }
 
-    func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Key.self)
         switch self {
         case .join(let room, let user):
@@ -27,16 +28,16 @@ enum ChatCommand: JSONSocketCommand, Equatable {
 
 /// Where the chat server is: a `ws://` / `wss://` URL plus an optional bearer token (sent as
 /// `Authorization: Bearer …`). Shared with the test target.
-struct ChatEndpoint: SocketEndpoint {
+package struct ChatEndpoint: SocketEndpoint {
     private let base: WebSocketURLEndpoint
 
-    init(url: String, token: String? = nil) throws(SwitchboardError) {
+    package init(url: String, token: String? = nil) throws(SwitchboardError) {
         base = try WebSocketURLEndpoint(url: url, headers: token.map { [("Authorization", "Bearer \($0)")] } ?? [])
     }
 
-    var scheme: SocketScheme { base.scheme }
-    var host: String { base.host }
-    var port: Int { base.port }
-    var path: String { base.path }
-    var headers: [(name: String, value: String)] { base.headers }
+    package var scheme: SocketScheme { base.scheme }
+    package var host: String { base.host }
+    package var port: Int { base.port }
+    package var path: String { base.path }
+    package var headers: [(name: String, value: String)] { base.headers }
 }

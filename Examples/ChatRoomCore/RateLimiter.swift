@@ -2,22 +2,22 @@
 ///
 /// The clock is injected (seconds, monotonic), so the limiter is a pure value that tests drive
 /// by hand. Shared with the test target (symlinked into Tests/ChatRoomTests/Shared).
-struct RateLimiter: Sendable {
+package struct RateLimiter: Sendable {
     /// What ``take()`` decided.
-    enum Decision: Equatable, Sendable {
+    package enum Decision: Equatable, Sendable {
         case allowed
         /// Over the limit; a token is available again in `retryAfter` seconds.
         case limited(retryAfter: Double)
     }
 
-    let ratePerSecond: Double
-    let burst: Double
+    package let ratePerSecond: Double
+    package let burst: Double
     private let now: @Sendable () -> Double
     private var tokens: Double
     private var last: Double
 
     /// - Parameter now: monotonic time in seconds (default: `ContinuousClock`).
-    init(ratePerSecond: Double = 20, burst: Double = 40, now: @escaping @Sendable () -> Double = RateLimiter.monotonicSeconds) {
+    package init(ratePerSecond: Double = 20, burst: Double = 40, now: @escaping @Sendable () -> Double = RateLimiter.monotonicSeconds) {
         precondition(ratePerSecond > 0 && burst >= 1)
         self.ratePerSecond = ratePerSecond
         self.burst = burst
@@ -27,7 +27,7 @@ struct RateLimiter: Sendable {
     }
 
     /// Takes one token if there is one.
-    mutating func take() -> Decision {
+    package mutating func take() -> Decision {
         let t = now()
         if t > last {
             tokens = min(burst, tokens + (t - last) * ratePerSecond)
@@ -42,7 +42,7 @@ struct RateLimiter: Sendable {
         return .limited(retryAfter: max(0.001, (wait * 1000).rounded(.up) / 1000))
     }
 
-    @Sendable static func monotonicSeconds() -> Double {
+    @Sendable package static func monotonicSeconds() -> Double {
         let d = ContinuousClock.now - epoch
         return Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import SwitchboardChannel
+import Switchboard
 
 @Suite("Channel wire format")
 struct ChannelCodingTests {

@@ -1,57 +1,57 @@
 import Foundation
 
 /// Limits of the chat protocol (docs/chat-protocol.md).
-enum ChatLimits {
-    static let maxNameLength = 64
-    static let maxTextLength = 2000
-    static let historyCount = 50
+package enum ChatLimits {
+    package static let maxNameLength = 64
+    package static let maxTextLength = 2000
+    package static let historyCount = 50
 }
 
 /// A protocol error sent as `{"type":"error","error":{"message","type","code"[,"retry_after"]}}`.
-struct ChatError: Error, Equatable, Sendable {
-    var message: String
-    var type: String
-    var code: String
-    var retryAfter: Double?
+package struct ChatError: Error, Equatable, Sendable {
+    package var message: String
+    package var type: String
+    package var code: String
+    package var retryAfter: Double?
 
-    static func invalidJSON(_ detail: String) -> Self {
+    package static func invalidJSON(_ detail: String) -> Self {
         .init(message: "invalid JSON: \(detail)", type: "invalid_request_error", code: "invalid_json")
     }
-    static func unknownType(_ t: String) -> Self {
+    package static func unknownType(_ t: String) -> Self {
         .init(message: "unknown type '\(t)'", type: "invalid_request_error", code: "unknown_type")
     }
-    static func missingField(_ f: String) -> Self {
+    package static func missingField(_ f: String) -> Self {
         .init(message: "missing field '\(f)'", type: "invalid_request_error", code: "missing_field")
     }
-    static func invalidField(_ f: String, _ expected: String) -> Self {
+    package static func invalidField(_ f: String, _ expected: String) -> Self {
         .init(message: "field '\(f)' must be \(expected)", type: "invalid_request_error", code: "invalid_field")
     }
-    static func invalidRoom(_ why: String) -> Self {
+    package static func invalidRoom(_ why: String) -> Self {
         .init(message: "invalid room name: \(why)", type: "invalid_request_error", code: "invalid_room")
     }
-    static func invalidUser(_ why: String) -> Self {
+    package static func invalidUser(_ why: String) -> Self {
         .init(message: "invalid user name: \(why)", type: "invalid_request_error", code: "invalid_user")
     }
-    static let emptyText = Self(message: "message text is empty", type: "invalid_request_error", code: "empty_text")
-    static let textTooLong = Self(message: "message text is longer than \(ChatLimits.maxTextLength) characters",
+    package static let emptyText = Self(message: "message text is empty", type: "invalid_request_error", code: "empty_text")
+    package static let textTooLong = Self(message: "message text is longer than \(ChatLimits.maxTextLength) characters",
                                   type: "invalid_request_error", code: "text_too_long")
-    static func notJoined(_ room: String) -> Self {
+    package static func notJoined(_ room: String) -> Self {
         .init(message: "not joined to room '\(room)'", type: "state_error", code: "not_joined")
     }
-    static func alreadyJoined(_ room: String) -> Self {
+    package static func alreadyJoined(_ room: String) -> Self {
         .init(message: "already joined to room '\(room)'", type: "state_error", code: "already_joined")
     }
-    static func nameTaken(_ user: String, _ room: String) -> Self {
+    package static func nameTaken(_ user: String, _ room: String) -> Self {
         .init(message: "user name '\(user)' is taken in room '\(room)'", type: "conflict_error", code: "name_taken")
     }
-    static func rateLimited(retryAfter: Double) -> Self {
+    package static func rateLimited(retryAfter: Double) -> Self {
         .init(message: "rate limit exceeded", type: "rate_limit_error", code: "rate_limited", retryAfter: retryAfter)
     }
-    static let internalError = Self(message: "internal server error", type: "internal_server_error", code: "internal")
+    package static let internalError = Self(message: "internal server error", type: "internal_server_error", code: "internal")
 }
 
 /// A client→server command, validated.
-enum ClientCommand: Equatable, Sendable {
+package enum ClientCommand: Equatable, Sendable {
     case join(room: String, user: String)
     case message(room: String, text: String)
     case leave(room: String)
@@ -59,9 +59,9 @@ enum ClientCommand: Equatable, Sendable {
 }
 
 /// Parsing and validation of one inbound line: pure, shared with the test target.
-enum ChatValidation {
+package enum ChatValidation {
     /// Parses one line (UTF-8 JSON object) into a validated command.
-    static func parse(_ line: Data) -> Result<ClientCommand, ChatError> {
+    package static func parse(_ line: Data) -> Result<ClientCommand, ChatError> {
         let value: JSONValue
         do {
             value = try JSONDecoder().decode(JSONValue.self, from: line)
@@ -104,7 +104,7 @@ enum ChatValidation {
     }
 
     /// Room and user names: trimmed, 1–64 characters, no control characters.
-    static func validName(_ raw: String, field: String) throws(ChatError) -> String {
+    package static func validName(_ raw: String, field: String) throws(ChatError) -> String {
         let name = raw.trimmingCharacters(in: .whitespacesAndNewlines)
         let fail: (String) -> ChatError = { field == "room" ? .invalidRoom($0) : .invalidUser($0) }
         if name.isEmpty { throw fail("empty") }
@@ -116,17 +116,17 @@ enum ChatValidation {
     }
 
     /// Message text: not blank, at most 2000 characters (Swift `Character`s, i.e. grapheme clusters).
-    static func validateText(_ text: String) throws(ChatError) {
+    package static func validateText(_ text: String) throws(ChatError) {
         if text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { throw .emptyText }
         if text.count > ChatLimits.maxTextLength { throw .textTooLong }
     }
 }
 
 /// Any JSON value; distinguishes booleans from numbers (unlike `JSONSerialization`).
-enum JSONValue: Decodable, Equatable, Sendable {
+package enum JSONValue: Decodable, Equatable, Sendable {
     case null, bool(Bool), number(Double), string(String), array([JSONValue]), object([String: JSONValue])
 
-    init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let c = try decoder.singleValueContainer()
         if c.decodeNil() { self = .null }
         else if let b = try? c.decode(Bool.self) { self = .bool(b) }

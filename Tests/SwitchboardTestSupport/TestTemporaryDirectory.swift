@@ -6,7 +6,7 @@ import Foundation
 /// outlive the test that made them (the shared test PKI, a database reopened by a restarted
 /// server), so no test ever removes a folder another one still uses. A crashed process leaves
 /// its folders behind.
-enum TestTemporaryDirectory {
+package enum TestTemporaryDirectory {
     private static let lock = NSLock()
     nonisolated(unsafe) private static var created: [String] = []  // guarded by `lock`
     private static let cleanupRegistered: Bool = {
@@ -15,7 +15,7 @@ enum TestTemporaryDirectory {
     }()
 
     /// A new empty folder `<temporary directory>/<prefix>-<UUID>`.
-    static func make(prefix: String) throws -> URL {
+    package static func make(prefix: String) throws -> URL {
         _ = cleanupRegistered
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -26,7 +26,7 @@ enum TestTemporaryDirectory {
     }
 
     /// Removes every folder made so far (called at exit).
-    static func removeAll() {
+    package static func removeAll() {
         lock.lock()
         let paths = created
         created = []

@@ -1,1 +1,0 @@
-../../../Examples/ChatRoom/ChatCommand.swift
