@@ -72,23 +72,26 @@ let package = Package(
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Examples/EchoClient"
         ),
+        // What the example servers share: running a server until SIGTERM/SIGINT (in a
+        // ServiceGroup with the ServiceLifecycleSupport trait).
+        .target(name: "ExampleSupport",
+                dependencies: ["Switchboard",
+                               .product(name: "ServiceLifecycle", package: "swift-service-lifecycle",
+                                        condition: .when(traits: ["ServiceLifecycleSupport"]))],
+                path: "Examples/ExampleSupport"),
         // The chat room's wire format, commands and rate limiter: a library so the tests use
         // the same code as the binary.
         .target(name: "ChatRoomCore", dependencies: ["Switchboard", "SwitchboardCore"], path: "Examples/ChatRoomCore"),
         .executableTarget(
             name: "chat-room",
-            dependencies: ["Switchboard", "SwitchboardCore", "ChatRoomCore", "CSQLite",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle",
-                                    condition: .when(traits: ["ServiceLifecycleSupport"]))],
+            dependencies: ["Switchboard", "SwitchboardCore", "ChatRoomCore", "ExampleSupport", "CSQLite",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Examples/ChatRoom"
         ),
         .executableTarget(
             name: "agent-stream",
-            dependencies: ["Switchboard", "SwitchboardCore", "SwitchboardChannel",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle",
-                                    condition: .when(traits: ["ServiceLifecycleSupport"]))],
+            dependencies: ["Switchboard", "SwitchboardCore", "SwitchboardChannel", "ExampleSupport",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Examples/AgentStream"
         ),
         // Helpers shared by the test targets (locks, temporary directories, peers' processes).

@@ -127,9 +127,13 @@ actor AgentSession {
                 try await agent.run(prompt: prompt, model: model, turn: context)
             } catch is CancellationError {
             } catch {
-                try? await context.emit(.error(message: "\(error)", type: "agent_error", param: nil, code: nil))
-                try? await context.emit(.result(numTurns: context.number, durationMs: context.elapsedMilliseconds,
-                                                totalCostUsd: 0, subtype: .error))
+                do {
+                    try await context.emit(.error(message: "\(error)", type: "agent_error", param: nil, code: nil))
+                    try await context.emit(.result(numTurns: context.number, durationMs: context.elapsedMilliseconds,
+                                                   totalCostUsd: 0, subtype: .error))
+                } catch {
+                    log("turn \(context.number) failed and could not be reported: \(error)")
+                }
             }
             self.turnEnded(context.generation)
         }

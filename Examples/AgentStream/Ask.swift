@@ -172,8 +172,13 @@ final class Interrupt: Sendable {
             if count > 1 { exit(130) }
             out("\n^C cancelling…\n")
             Task {
-                try? await channel.send(.cancel)
-                try? await Task.sleep(for: .milliseconds(1500))
+                do {
+                    try await channel.send(.cancel)
+                    // Give the agent time to report the cancelled turn before closing.
+                    try await Task.sleep(for: .milliseconds(1500))
+                } catch {
+                    out("could not cancel: \(error)\n")
+                }
                 await channel.close()
             }
         }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import ExampleSupport
 import Switchboard
 import SwitchboardCore
 import SwitchboardChannel
@@ -32,7 +33,9 @@ struct Serve: AsyncParsableCommand {
         signal(SIGPIPE, SIG_IGN)
         var logger = Logger(label: "agent-stream")
         logger.logLevel = .warning
-        let server = WebSocketServer(configuration: WebSocketServerConfiguration(host: host, port: port), logger: logger)
+        var config = WebSocketServerConfiguration(host: host, port: port)
+        config.shutdownTimeout = .seconds(2)
+        let server = WebSocketServer(configuration: config, logger: logger)
         let agent: any Agent = agentCommand.map { CommandAgent(command: $0) }
             ?? BuiltInAgent(wordDelay: .milliseconds(max(0, wordDelayMs)))
         let token = self.token, rate = self.rate, burst = self.burst
@@ -55,9 +58,11 @@ struct Serve: AsyncParsableCommand {
                                        rate: rate, burst: burst)
             await session.run()
         }
-        let bound = try await server.start()
-        out("agent-stream listening on ws://\(host):\(bound)\(ChannelEndpoint.channelPath)\n")
-        await ShutdownSignal.wait()
-        await server.shutdown(timeout: .seconds(2))
+        let announce = Task {
+            guard let bound = try? await server.listeningPort else { return }
+            out("agent-stream listening on ws://\(host):\(bound)\(ChannelEndpoint.channelPath)\n")
+        }
+        defer { announce.cancel() }
+        try await runUntilSignal(server, logger: server.logger)
     }
 }

@@ -23,20 +23,31 @@ struct ChatSession {
         self.store = store
     }
 
-    mutating func run() async {
-        for await line in connection.lines() {
-            if case .limited(let retryAfter) = limiter.take() {
-                await reply(.error(.rateLimited(retryAfter: retryAfter)))
-                continue
+    /// Serves the connection until it closes. Throws when a reply cannot be sent (the connection
+    /// failed under it); the rooms are told the user left either way.
+    mutating func run() async throws {
+        do {
+            for await line in connection.lines() {
+                if case .limited(let retryAfter) = limiter.take() {
+                    try await reply(.error(.rateLimited(retryAfter: retryAfter)))
+                    continue
+                }
+                // Blank lines are keep-alives: ignored.
+                if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
+                switch ChatValidation.parse(line) {
+                case .failure(let e): try await reply(.error(e))
+                case .success(let command): try await handle(command)
+                }
             }
-            // Blank lines are keep-alives: ignored.
-            if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
-            switch ChatValidation.parse(line) {
-            case .failure(let e): await reply(.error(e))
-            case .success(let command): await handle(command)
-            }
+        } catch {
+            await leaveEveryRoom()
+            throw error
         }
-        // Connection gone: tell each room.
+        await leaveEveryRoom()
+    }
+
+    /// Connection gone: tell each room.
+    private mutating func leaveEveryRoom() async {
         for (room, user) in joined {
             await directory.leave(room: room, user: user, connection: connection)
             await publish(ServerEvent(type: "leave", id: EventStamp.nextID(), ts: EventStamp.nowMillis(), room: room, user: user),
@@ -45,40 +56,40 @@ struct ChatSession {
         joined = [:]
     }
 
-    private mutating func handle(_ command: ClientCommand) async {
+    private mutating func handle(_ command: ClientCommand) async throws {
         switch command {
         case .join(let room, let user):
-            if joined[room] != nil { return await reply(.error(.alreadyJoined(room))) }
+            if joined[room] != nil { return try await reply(.error(.alreadyJoined(room))) }
             switch await directory.join(room: room, user: user, connection: connection) {
             case .failure(let e):
-                await reply(.error(e))
+                try await reply(.error(e))
             case .success(let users):
                 joined[room] = user
                 await publish(ServerEvent(type: "join", id: EventStamp.nextID(), ts: EventStamp.nowMillis(), room: room, user: user),
                               to: room)
-                await reply(ServerEvent(type: "presence", room: room, users: users))
+                try await reply(ServerEvent(type: "presence", room: room, users: users))
                 do {
                     let history = try await store.recent(room: room)
-                    await reply(ServerEvent(type: "history", room: room, messages: history))
+                    try await reply(ServerEvent(type: "history", room: room, messages: history))
                 } catch {
-                    await reply(.error(.internalError))
+                    try await reply(.error(.internalError))
                 }
             }
         case .message(let room, let text):
-            guard let user = joined[room] else { return await reply(.error(.notJoined(room))) }
+            guard let user = joined[room] else { return try await reply(.error(.notJoined(room))) }
             do {
                 // Persist first: a broadcast message is never lost by a crash or restart.
                 let stored = try await store.append(room: room, user: user, text: text, ts: EventStamp.nowMillis())
                 await publish(.message(stored), to: room)
             } catch {
-                await reply(.error(.internalError))
+                try await reply(.error(.internalError))
             }
         case .typing(let room, let isTyping):
-            guard let user = joined[room] else { return await reply(.error(.notJoined(room))) }
+            guard let user = joined[room] else { return try await reply(.error(.notJoined(room))) }
             await publish(ServerEvent(type: "typing", id: EventStamp.nextID(), ts: EventStamp.nowMillis(), room: room,
                                       user: user, isTyping: isTyping), to: room, excludingSelf: true)
         case .leave(let room):
-            guard let user = joined[room] else { return await reply(.error(.notJoined(room))) }
+            guard let user = joined[room] else { return try await reply(.error(.notJoined(room))) }
             // Published before unsubscribing, so the leaver gets it too (as an acknowledgement).
             await publish(ServerEvent(type: "leave", id: EventStamp.nextID(), ts: EventStamp.nowMillis(), room: room, user: user),
                           to: room)
@@ -87,8 +98,8 @@ struct ChatSession {
         }
     }
 
-    private func reply(_ event: ServerEvent) async {
-        try? await connection.send(text: event.line)
+    private func reply(_ event: ServerEvent) async throws {
+        try await connection.send(text: event.line)
     }
 
     private func publish(_ event: ServerEvent, to room: String, excludingSelf: Bool = false) async {

@@ -29,7 +29,7 @@ struct Join: AsyncParsableCommand {
 
         let joined = JoinedRooms(user: user, rooms: [room])
         let socket = SocketAdapter(reconnect: reconnect
-            ? ReconnectPolicy(baseDelay: .milliseconds(250), maxDelay: .seconds(5)) : nil)
+            ? ReconnectPolicy(baseDelay: .milliseconds(250), maxDelay: .seconds(5)) : .never)
         await socket.onReconnect { socket in
             for room in await joined.rooms {
                 try await socket.send(command: ChatCommand.join(room: room, user: joined.user))
@@ -54,7 +54,7 @@ struct Join: AsyncParsableCommand {
             Terminal.print("! cannot connect: \(error.description)\(error.httpBody.map { " \($0)" } ?? "")")
             throw ExitCode(1)
         }
-        try? await socket.send(command: ChatCommand.join(room: room, user: user))
+        await send(ChatCommand.join(room: room, user: user), on: socket)
 
         let quitting = QuitFlag()
         let initialRoom = room
@@ -69,13 +69,13 @@ struct Join: AsyncParsableCommand {
                 case "/quit":
                     break
                 case "/join" where parts.count == 2:
-                    try? await socket.send(command: ChatCommand.join(room: parts[1], user: userName))
+                    await send(ChatCommand.join(room: parts[1], user: userName), on: socket)
                     current = parts[1]
                     if !rooms.contains(parts[1]) { rooms.append(parts[1]) }
                     await joined.set(rooms)
                     continue
                 case "/leave" where parts.count == 2:
-                    try? await socket.send(command: ChatCommand.leave(room: parts[1]))
+                    await send(ChatCommand.leave(room: parts[1]), on: socket)
                     rooms.removeAll { $0 == parts[1] }
                     await joined.set(rooms)
                     if current == parts[1] { current = rooms.last }
@@ -86,7 +86,7 @@ struct Join: AsyncParsableCommand {
                 default:
                     if text.isEmpty { continue }
                     guard let current else { Terminal.print("! not in a room (use /join ROOM)"); continue }
-                    try? await socket.send(command: ChatCommand.message(room: current, text: text))
+                    await send(ChatCommand.message(room: current, text: text), on: socket)
                     continue
                 }
                 break
@@ -169,5 +169,15 @@ enum Terminal {
             }
             thread.start()
         }
+    }
+}
+
+/// Sends a command typed at the terminal; a failure (not connected, reconnecting with no room
+/// to queue) is shown instead of being dropped silently.
+private func send(_ command: ChatCommand, on socket: SocketAdapter) async {
+    do {
+        try await socket.send(command: command)
+    } catch {
+        Terminal.print("! not sent: \(error.description)")
     }
 }

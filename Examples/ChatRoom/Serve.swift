@@ -4,6 +4,7 @@ import Logging
 import Switchboard
 import SwitchboardCore
 import ChatRoomCore
+import ExampleSupport
 
 /// `chat-room serve`: the chat server.
 struct Serve: AsyncParsableCommand {
@@ -28,6 +29,7 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         let requiredToken = token ?? ProcessInfo.processInfo.environment["CHAT_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         var config = WebSocketServerConfiguration(host: host, port: port)
+        config.shutdownTimeout = .seconds(5)
         if let tlsCert, let tlsKey {
             config.tls = TLSServerConfiguration(certificateChainFile: tlsCert, privateKeyFile: tlsKey)
         }
@@ -69,23 +71,27 @@ struct Serve: AsyncParsableCommand {
         server.route("/v1/ws", authenticate: authenticate) { connection in
             var session = ChatSession(connection: connection, server: server, directory: directory, store: store,
                                       limiter: RateLimiter(ratePerSecond: rate, burst: burst))
-            await session.run()
+            try await session.run()
         }
 
-        let bound: Int
-        do { bound = try await server.start() } catch {
+        let secure = config.tls != nil
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        let announce = Task {
+            guard let bound = try? await server.listeningPort else { return }
+            // First stdout line, unbuffered: scripts and tests wait for it.
+            FileHandle.standardOutput.write(Data(
+                "chat-room listening on \(secure ? "https" : "http")://\(shownHost):\(bound)  (WebSocket: \(secure ? "wss" : "ws")://\(shownHost):\(bound)/v1/ws)\n".utf8))
+        }
+        defer { announce.cancel() }
+        do {
+            // SIGTERM or SIGINT: stop accepting, close every connection with 1001, wait for
+            // them (at most `shutdownTimeout`), then return.
+            try await runUntilSignal(server, logger: logger)
+        } catch {
             await store.close()
             throw error
         }
-        let secure = config.tls != nil
-        let shownHost = host.contains(":") ? "[\(host)]" : host
-        // First stdout line, unbuffered: scripts and tests wait for it.
-        FileHandle.standardOutput.write(Data(
-            "chat-room listening on \(secure ? "https" : "http")://\(shownHost):\(bound)  (WebSocket: \(secure ? "wss" : "ws")://\(shownHost):\(bound)/v1/ws)\n".utf8))
-
-        await ShutdownSignal.wait()
-        FileHandle.standardOutput.write(Data("chat-room shutting down\n".utf8))
-        await server.shutdown(timeout: .seconds(5))
+        FileHandle.standardOutput.write(Data("chat-room stopped\n".utf8))
         await store.close()
     }
 }

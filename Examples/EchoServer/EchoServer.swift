@@ -35,6 +35,7 @@ struct EchoServer: AsyncParsableCommand {
         config.connection.protocolLimits = WebSocketProtocolLimits(maxFrameSize: maxMessageSize,
                                                                    maxMessageSize: maxMessageSize)
         config.loopCount = loops
+        config.shutdownTimeout = .seconds(2)
         if let pingInterval {
             config.connection.pingInterval = pingInterval > 0 ? .seconds(pingInterval) : nil
         }
@@ -64,18 +65,26 @@ struct EchoServer: AsyncParsableCommand {
         case .tasks:
             server.route("*") { connection in
                 for await message in connection.messages() {
-                    do { try await connection.send(message) } catch { break }
+                    try await connection.send(message)
                 }
             }
         case .callbacks:
             server.route("*", callbacks: WebSocketCallbacks(onMessage: { connection, message in
-                _ = try? connection.sendNow(message)
+                do {
+                    _ = try connection.sendNow(message)
+                } catch {
+                    // Closing or closed: the connection's close status says why; nothing to echo to.
+                }
             }))
         }
-        let bound = try await server.start()
+        // `run()` serves until its task is cancelled, then shuts down gracefully (1001 to every
+        // connection, at most `shutdownTimeout`).
+        let serving = Task { try await server.run() }
+        let bound = try await server.listeningPort
         // Unbuffered, so scripts waiting for this line see it at once.
         FileHandle.standardOutput.write(Data("echo-server listening on \(config.tls == nil ? "ws" : "wss")://\(host):\(bound)\n".utf8))
         await ShutdownSignal.wait()
-        await server.shutdown(timeout: .seconds(2))
+        serving.cancel()
+        try await serving.value
     }
 }

@@ -234,8 +234,11 @@ struct ChatServerTests {
         defer { terminal.signal(SIGKILL) }
         try await terminal.waitForLine("terminal presence") { $0 == "[h] users: alice, term" }
 
+        // SIGTERM: the server's ServiceGroup shuts down gracefully: every client gets 1001,
+        // `run()` returns (the process says so after the group returned) and it exits 0.
         #expect(await first.stop() == 0)
         #expect(try await alice.waitForClose() == 1001)
+        try await first.child.waitForLine("the stopped line") { $0 == "chat-room stopped" }
         let closedLine = try await terminal.waitForLine("terminal close notice") { $0.hasPrefix("connection closed (") }
         #expect(closedLine.hasPrefix("connection closed (1001"))
         #expect(await terminal.waitForExit() == 1)

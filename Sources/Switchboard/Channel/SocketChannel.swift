@@ -17,6 +17,13 @@ protocol SocketChannelDelegate: AnyObject {
     /// The send queue drained below its low-water mark after a writer asked to hear of it
     /// (``SocketChannel/requestWritableSignal()``) or after it had been above the high one.
     func channelWritable()
+    /// Reading stopped because the send queue is above its high-water mark (a callback route's
+    /// backpressure, or a ping flood). Counted by connections; nothing to do by default.
+    func channelPausedReadingForOutbound()
+}
+
+extension SocketChannelDelegate {
+    func channelPausedReadingForOutbound() {}
 }
 
 /// What happened to bytes handed to ``SocketChannel/append(exempt:_:)``.
@@ -269,6 +276,7 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         guard pause != outboundPaused else { return }
         outboundPaused = pause
         updateInterest()
+        if pause { delegate?.channelPausedReadingForOutbound() }
     }
 
     /// Schedules one flush at the end of the current loop iteration.

@@ -4,6 +4,7 @@ import Glibc
 import Musl
 #endif
 import Foundation
+import Logging
 import Synchronization
 import SwitchboardCore
 
@@ -15,6 +16,8 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
 
     private let loop: EventLoop
     private let options: WebSocketClientOptions
+    /// The adapter's counters: its logger, and what the new connection logs through.
+    private let counters: ConnectionCounters?
     private var addresses: [SocketAddress] = []
     private var index = 0
     private var lastError: SwitchboardError?
@@ -29,15 +32,19 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
     /// Set when cancellation arrived before the attempt started.
     private var cancelledEarly = false
 
-    private init(loop: EventLoop, options: WebSocketClientOptions, handshake: WebSocketClientHandshake) {
+    private init(loop: EventLoop, options: WebSocketClientOptions, handshake: WebSocketClientHandshake,
+                 counters: ConnectionCounters?) {
         self.loop = loop
         self.options = options
+        self.counters = counters
         self.handshake = handshake
     }
 
     /// Connects, or throws ``SwitchboardError`` (dns, connect, tls, handshakeRejected, handshakeFailed,
-    /// timedOut, cancelled). Cancellation closes the socket promptly.
-    static func connect(_ options: WebSocketClientOptions, group: EventLoopGroup) async throws -> WebSocketConnection {
+    /// timedOut, cancelled). Cancellation closes the socket promptly. `counters` (the adapter's)
+    /// give the connector and the new connection their logger.
+    static func connect(_ options: WebSocketClientOptions, group: EventLoopGroup,
+                        counters: ConnectionCounters? = nil) async throws -> WebSocketConnection {
         var key = [UInt8](repeating: 0, count: 16)
         var rng = SecureRandom()
         for i in 0..<16 { key[i] = rng.next() }
@@ -53,7 +60,9 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
                                                         port: options.port)
         try Task.checkCancellation()
         let loop = group.next()
-        let connector = ClientConnector(loop: loop, options: options, handshake: handshake)
+        let connector = ClientConnector(loop: loop, options: options, handshake: handshake, counters: counters)
+        counters?.logger.debug("connecting", metadata: ["url": "\(options.redactedURL)",
+                                                        "addresses": "\(addresses.count)"])
         let connection = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<WebSocketConnection, Error>) in
                 loop.execute {
@@ -198,7 +207,10 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
         }
         timer?.cancel()
         let connection = WebSocketConnection(channel: channel, role: .client, subprotocol: subprotocol,
-                                             request: nil, configuration: options.configuration)
+                                             request: nil, configuration: options.configuration,
+                                             counters: counters)
+        counters?.logger.debug("connected", metadata: ["connection": "\(connection.id)",
+                                                       "url": "\(options.redactedURL)"])
         let leftover = [UInt8](rest)
         self.channel = nil
         connection.start(leftover: leftover)
@@ -240,7 +252,9 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
         timer = nil
         guard let c = continuation else { return }
         continuation = nil
-        if case .failure = result {
+        if case .failure(let error) = result {
+            counters?.logger.debug("connect failed", metadata: ["url": "\(options.redactedURL)",
+                                                                "error": "\(error)"])
             watcher?.finish(ECANCELED)
             if fd >= 0 { Socket.close(fd); fd = -1 }
             channel?.close()

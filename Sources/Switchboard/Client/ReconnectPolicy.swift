@@ -18,6 +18,9 @@ public struct ReconnectPolicy: Sendable, Equatable {
     /// What `send` does while disconnected.
     public var whileDisconnected: DisconnectedSendPolicy
 
+    /// Reconnects with backoff between `baseDelay` and `maxDelay`, at most `maxAttempts` times
+    /// per outage (nil: forever; 0: never, as ``never``), doing `whileDisconnected` with sends
+    /// made during an outage.
     public init(baseDelay: Duration = .milliseconds(500), maxDelay: Duration = .seconds(30), maxAttempts: Int? = nil,
                 whileDisconnected: DisconnectedSendPolicy = .failFast) {
         self.baseDelay = baseDelay
@@ -27,7 +30,10 @@ public struct ReconnectPolicy: Sendable, Equatable {
     }
 
     /// No reconnection: the stream finishes when the connection ends (the default).
-    public static let never: ReconnectPolicy? = nil
+    public static let never = ReconnectPolicy(maxAttempts: 0)
+
+    /// Whether this policy reconnects at all (``never`` does not).
+    public var reconnects: Bool { maxAttempts.map { $0 > 0 } ?? true }
 
     /// Backoff ceiling before attempt `attempt` (1-based).
     public func ceiling(forAttempt attempt: Int) -> Duration {

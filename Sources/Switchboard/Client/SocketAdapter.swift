@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import SwitchboardCore
 
 /// The client: one WebSocket connection at a time, received data as an `AsyncStream<Data>` of
@@ -22,8 +23,14 @@ import SwitchboardCore
 /// and ``states`` reports each transition.
 public actor SocketAdapter: SocketClient {
     private let group: EventLoopGroup?
-    /// Reconnection policy; nil (the default) means the stream ends with the connection.
-    public nonisolated let reconnectPolicy: ReconnectPolicy?
+    /// Reconnection policy; ``ReconnectPolicy/never`` (the default) means the stream ends with
+    /// the connection.
+    public nonisolated let reconnectPolicy: ReconnectPolicy
+    /// What the adapter, its connector and its connections log through (`connection` ids in
+    /// metadata; query secrets redacted, headers never logged).
+    public nonisolated let logger: Logger
+    /// Shared by this adapter's connections: the logger they use, without a copy each.
+    private nonisolated let counters: ConnectionCounters
     private var options: WebSocketClientOptions?
     private var connection: WebSocketConnection? {
         didSet { outbox.withLock { $0.connectionChanged(to: connection) } }
@@ -46,10 +53,15 @@ public actor SocketAdapter: SocketClient {
 
     /// - Parameters:
     ///   - group: the event loops to use (default: the process-wide shared group).
-    ///   - reconnect: opt-in automatic reconnection (default: none).
-    public init(group: EventLoopGroup? = nil, reconnect: ReconnectPolicy? = nil) {
+    ///   - reconnect: opt-in automatic reconnection (default: ``ReconnectPolicy/never``).
+    ///   - logger: where connects, reconnects and closes are logged (default label
+    ///     `switchboard.client`; debug level for connects and closes, info for reconnects).
+    public init(group: EventLoopGroup? = nil, reconnect: ReconnectPolicy = .never,
+                logger: Logger = Logger(label: "switchboard.client")) {
         self.group = group
         self.reconnectPolicy = reconnect
+        self.logger = logger
+        self.counters = ConnectionCounters(logger: logger)
         (states, stateContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(256))
     }
 
@@ -113,7 +125,7 @@ public actor SocketAdapter: SocketClient {
             do { group = try EventLoopGroup.shared } catch { throw .io(error) }
         }
         do {
-            return try await ClientConnector.connect(options, group: group)
+            return try await ClientConnector.connect(options, group: group, counters: counters)
         } catch let e as SwitchboardError {
             throw e
         } catch is CancellationError {
@@ -178,11 +190,15 @@ public actor SocketAdapter: SocketClient {
         let status = await c.closeStatus
         let error = await c.error
         ended = (status, error)
-        guard let policy = reconnectPolicy, !userClosed,
+        let policy = reconnectPolicy
+        guard policy.reconnects, !userClosed,
               ReconnectPolicy.isTransient(closeCode: status?.code, error: error) else {
             finish(status: status, error: error)
             return
         }
+        logger.info("connection lost, reconnecting", metadata: ["connection": "\(c.id)",
+                                                                "code": "\(status?.code.rawValue ?? 1006)",
+                                                                "error": "\(error.map { "\($0)" } ?? "none")"])
         connection = nil
         reconnecting = true
         wakeReplacementWaiters()
@@ -195,6 +211,8 @@ public actor SocketAdapter: SocketClient {
         while true {
             attempt += 1
             if let max = policy.maxAttempts, attempt > max {
+                logger.warning("giving up reconnecting", metadata: ["attempts": "\(attempt - 1)",
+                                                                     "error": "\(lastError.map { "\($0)" } ?? "none")"])
                 finish(status: ended?.status, error: lastError)
                 return
             }
@@ -216,7 +234,14 @@ public actor SocketAdapter: SocketClient {
                 await install(c)
                 reconnecting = false
                 stateContinuation.yield(.connected)
-                if let hook = reconnectHook { try? await hook(self) }
+                logger.info("reconnected", metadata: ["connection": "\(c.id)", "attempt": "\(attempt)"])
+                if let hook = reconnectHook {
+                    do {
+                        try await hook(self)
+                    } catch {
+                        logger.warning("onReconnect hook failed", metadata: ["error": "\(error)"])
+                    }
+                }
                 let queued = queuedCommands
                 queuedCommands = []
                 for text in queued { try? await c.send(text: text) }
@@ -276,7 +301,7 @@ public actor SocketAdapter: SocketClient {
     }
 
     private func sendWaitingForRoom(_ line: String) async throws(SwitchboardError) {
-        if connection == nil, reconnecting, case .queue(let max) = reconnectPolicy?.whileDisconnected {
+        if connection == nil, reconnecting, case .queue(let max) = reconnectPolicy.whileDisconnected {
             guard queuedCommands.count < max else {
                 throw .limitExceeded("\(max) commands already queued while reconnecting", closeCode: .tryAgainLater)
             }

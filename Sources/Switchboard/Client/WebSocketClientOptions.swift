@@ -21,3 +21,11 @@ struct WebSocketClientOptions: Sendable {
         return port == defaultPort ? h : "\(h):\(port)"
     }
 }
+
+extension WebSocketClientOptions {
+    /// The URL for logs: secret-looking query values replaced (``URLRedaction``); headers,
+    /// where bearer tokens travel, are never logged.
+    var redactedURL: String {
+        URLRedaction.redacting("\(useTLS ? "wss" : "ws")://\(hostHeader)\(target)")
+    }
+}

@@ -1,3 +1,4 @@
+import Logging
 import SwitchboardCore
 
 /// The close handshake: what the core decided (the peer closed, or broke the protocol) and
@@ -105,6 +106,10 @@ extension WebSocketConnection {
         let handlers = closeHandlers
         closeHandlers = []
         for h in handlers { h(status) }
+        counters?.logger.debug("connection closed", metadata: [
+            "connection": "\(id)", "role": "\(role)", "code": "\(status.code.rawValue)",
+            "error": "\(error.map { "\($0)" } ?? "none")",
+        ])
         counters?.connectionClosed(self, status: status)
     }
 
@@ -150,6 +155,8 @@ extension WebSocketConnection {
 
     /// Fails the connection from our side (e.g. a limit of this layer was exceeded).
     func fail(_ error: SwitchboardError, code: WebSocketCloseCode, reason: String) {
+        counters?.logger.debug("failing connection", metadata: ["connection": "\(id)", "code": "\(code.rawValue)",
+                                                                "error": "\(error)"])
         if self.error == nil { self.error = error }
         if closeStatus == nil { closeStatus = WebSocketCloseStatus(code: code, reason: reason, error: nil) }
         startClose(code: code, reason: reason)

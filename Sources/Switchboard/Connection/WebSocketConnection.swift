@@ -321,7 +321,10 @@ public actor WebSocketConnection: EventLoopTimerTarget {
         case .queued:
             break
         case .full:
-            if proto.state == .open { channel.setReading(false) }
+            if proto.state == .open {
+                channel.setReading(false)
+                counters?.backpressurePaused()
+            }
         }
     }
 
@@ -384,6 +387,7 @@ public actor WebSocketConnection: EventLoopTimerTarget {
               let rtt = machine.receivedPong(payload, now: EventLoop.now()) else { return }  // unsolicited: ignored
         keepalive = machine
         lastPingRoundTrip = .nanoseconds(Int64(clamping: rtt))
+        if let lastPingRoundTrip { counters?.pingAnswered(after: lastPingRoundTrip) }
         armKeepaliveTimer()
     }
 
@@ -408,6 +412,10 @@ extension WebSocketConnection: SocketChannelDelegate {
             if conn.error == nil && conn.proto.state != .closed { conn.error = error }
             conn.transportDidClose()
         }
+    }
+
+    nonisolated func channelPausedReadingForOutbound() {
+        counters?.backpressurePaused()
     }
 
     nonisolated func channelWritable() {

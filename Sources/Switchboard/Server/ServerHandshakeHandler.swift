@@ -31,16 +31,17 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
             server.logger.debug("handshake timed out")
             if authenticating {
                 reject(HTTPResponse.error(status: 503, message: "authentication timed out", type: .overloaded,
-                                          code: "timeout"))
+                                          code: "timeout"), reason: .authentication)
             } else {
                 reject(HTTPResponse.error(status: 408, message: "request timeout", type: .invalidRequest,
-                                          code: "timeout"))
+                                          code: "timeout"), reason: .badRequest)
             }
         }
         do {
             try channel.activate { [self] error in
                 if let error {
                     server.logger.debug("TLS handshake failed: \(error.message)")
+                    server.counters.recordRejection(.tls, status: nil)
                     finish()
                 }
             }
@@ -56,7 +57,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         do {
             result = try parser.parse(bytes)
         } catch {
-            reject(error.response)
+            reject(error.response, reason: .badRequest)
             return
         }
         guard case .complete(let head, let consumed) = result else { return }
@@ -73,7 +74,8 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
             kind = try WebSocketServerHandshake.classify(head)
         } catch {
             reject(error.response ?? HTTPResponse.error(status: 400, message: error.description,
-                                                         type: .invalidRequest, code: "bad_request"))
+                                                         type: .invalidRequest, code: "bad_request"),
+                   reason: .badRequest)
             return
         }
         switch kind {
@@ -81,17 +83,17 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
             let response = server.httpHandler?(head)
                 ?? HTTPResponse.error(status: 404, message: "no route for \(head.path)", type: .notFound,
                                       code: "not_found")
-            reject(response)
+            reject(response, reason: nil)  // a plain HTTP answer, not a refused upgrade
         case .upgrade(let request):
             guard let route = server.route(for: request.path) else {
                 reject(HTTPResponse.error(status: 404, message: "no WebSocket route for \(request.path)",
-                                          type: .notFound, code: "not_found"))
+                                          type: .notFound, code: "not_found"), reason: .notFound)
                 return
             }
             if let allowed = server.configuration.allowedOrigins, let origin = request.origin,
                !allowed.contains(origin) {
                 reject(HTTPResponse.error(status: 403, message: "origin not allowed", type: .permission,
-                                          code: "origin_not_allowed"))
+                                          code: "origin_not_allowed"), reason: .origin)
                 return
             }
             guard let authenticate = route.authenticate else {
@@ -110,7 +112,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
                     case .accept(let userInfo):
                         upgrade(request, route: route, userInfo: userInfo, leftover: leftover)
                     case .reject(let response):
-                        reject(response)
+                        reject(response, reason: .authentication)
                     }
                 }
             }
@@ -125,7 +127,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
             response = try WebSocketServerHandshake.acceptResponse(for: request, subprotocol: subprotocol)
         } catch {
             reject(HTTPResponse.error(status: 400, message: error.description, type: .invalidRequest,
-                                      code: "bad_request"))
+                                      code: "bad_request"), reason: .badRequest)
             return
         }
         done = true
@@ -142,12 +144,41 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         switch route.handler {
         case .task(let handler):
             connection.start(leftover: leftover)
+            let server = self.server
+            server.handlerStarted()
             Task(executorPreference: channel.loop) {
-                await handler(connection)
-                await connection.close()
+                await Self.run(handler, on: connection, server: server)
+                server.handlerFinished()
             }
         case .callbacks(let callbacks):
             connection.start(leftover: leftover, callbacks: callbacks)
+        }
+    }
+
+    /// Runs a task route's handler, then closes the connection: 1000 when it returned, 1001 when
+    /// it was cancelled, 1011 (logged) when it threw.
+    private static func run(_ handler: @Sendable (isolated WebSocketConnection) async throws -> Void,
+                            on connection: WebSocketConnection, server: WebSocketServer) async {
+        do {
+            try await handler(connection)
+            await connection.close()
+        } catch {
+            let cancelled = error is CancellationError || (error as? SwitchboardError)?.kind == .cancelled
+            if cancelled {
+                await connection.close(code: .goingAway, reason: "")
+            } else if !(await connection.isOpen) {
+                // Typically a send that failed because the peer went away: nothing to close.
+                server.logger.debug("route handler threw after its connection closed", metadata: [
+                    "connection": "\(connection.id)", "error": "\(String(reflecting: error))",
+                ])
+            } else {
+                server.logger.error("route handler threw; closing with 1011", metadata: [
+                    "connection": "\(connection.id)", "path": "\(connection.request?.path ?? "")",
+                    "error": "\(String(reflecting: error))",
+                ])
+                server.counters.metrics?.handlerFailed()
+                await connection.close(code: .internalError, reason: "")
+            }
         }
     }
 
@@ -164,9 +195,11 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
     private static let handshakeOnlyFields = ["Upgrade", "Connection", "Sec-WebSocket-Key", "Sec-WebSocket-Version",
                                               "Sec-WebSocket-Extensions"]
 
-    private func reject(_ response: HTTPResponse) {
+    /// Answers `response` and closes. `reason` nil: a plain HTTP request answered, which is
+    /// not counted as a refused upgrade.
+    private func reject(_ response: HTTPResponse, reason: RejectionReason?) {
         guard !done else { return }
-        server.counters.rejected.wrappingAdd(1, ordering: .relaxed)
+        if let reason { server.counters.recordRejection(reason, status: response.status) }
         channel.write(response.bytes)
         channel.closeAfterFlush(linger: server.configuration.connection.handshakeTimeout)
         finish()

@@ -22,7 +22,7 @@ public enum WebSocketAuthDecision: Sendable {
 struct WebSocketRoute: Sendable {
     enum Handler: Sendable {
         /// One task per connection, running the handler (see ``WebSocketServer/route(_:authenticate:handler:)``).
-        case task(@Sendable (isolated WebSocketConnection) async -> Void)
+        case task(@Sendable (isolated WebSocketConnection) async throws -> Void)
         /// No task: callbacks on the connection's loop (see ``WebSocketServer/route(_:authenticate:callbacks:)``).
         case callbacks(WebSocketCallbacksBox)
     }

@@ -7,24 +7,40 @@ import Foundation
 import Logging
 import Synchronization
 import SwitchboardCore
+#if MetricsSupport
+import CoreMetrics
+#endif
+#if ServiceLifecycleSupport
+import ServiceLifecycle
+#endif
 
 /// An embeddable WebSocket server: routes by path, authenticates upgrades, runs one handler
-/// task per connection on the connection's event loop, offers topics, and shuts down gracefully.
+/// task per connection (or callbacks) on the connection's event loop, offers topics, and shuts
+/// down gracefully.
 ///
 /// ```swift
 /// let server = WebSocketServer(configuration: .init(host: "127.0.0.1", port: 8080))
 /// server.route("/v1/ws") { connection in
-///     for await message in connection.messages() { try? await connection.send(message) }
+///     for await message in connection.messages() { try await connection.send(message) }
 /// }
-/// try await server.start()
+/// try await server.run()   // until the task is cancelled, or a ServiceGroup shuts it down
 /// ```
+///
+/// With the `ServiceLifecycleSupport` trait the server is a swift-service-lifecycle `Service`:
+/// put it in a `ServiceGroup`, and SIGTERM (or any graceful shutdown of the group) stops it
+/// accepting, closes every connection with 1001 and returns from ``run()`` once they are
+/// closed (bounded by ``WebSocketServerConfiguration/shutdownTimeout``).
 public final class WebSocketServer: Sendable {
+    /// What the server was created with.
     public let configuration: WebSocketServerConfiguration
-    let logger: Logger
-    let counters = ConnectionCounters()
+    /// What the server and its connections log through (`connection` ids in metadata).
+    public let logger: Logger
+    let counters: ConnectionCounters
     /// The connection settings, one copy for every connection of this server.
     let sharedConnectionConfiguration: SharedWebSocketConfiguration
     let topics = TopicRegistry()
+    /// The loops given at init (shared with other users, not shut down by this server).
+    private let sharedGroup: EventLoopGroup?
 
     private struct State {
         var routes: [String: WebSocketRoute] = [:]
@@ -33,17 +49,64 @@ public final class WebSocketServer: Sendable {
         var listener: Listener?
         var port: Int?
         var connections: [ObjectIdentifier: WebSocketConnection] = [:]
-        var shuttingDown = false
+        /// Handler tasks (task routes) not yet returned.
+        var runningHandlers = 0
+        var phase = Phase.idle
+        /// ``listeningPort`` callers waiting for the bind.
+        var portWaiters: [CheckedContinuation<Int, any Error>] = []
+        /// ``shutdown(timeout:)`` waiting for connections and handlers to finish.
+        var drainWaiters: [CheckedContinuation<Void, Never>] = []
+        /// ``run()`` waiting for a shutdown request.
+        var runWaiter: CheckedContinuation<Void, Never>?
+        var shutdownRequested = false
+
+        var drained: Bool { connections.isEmpty && runningHandlers == 0 }
+
+        mutating func takeDrainWaiters() -> [CheckedContinuation<Void, Never>] {
+            let w = drainWaiters
+            drainWaiters = []
+            return w
+        }
     }
+    private enum Phase { case idle, starting, listening, shuttingDown, stopped }
     private let state = Locked(State())
 
-    public init(configuration: WebSocketServerConfiguration = .init(),
-                logger: Logger = Logger(label: "switchboard.server")) {
+    #if MetricsSupport
+    /// - Parameters:
+    ///   - configuration: address, limits, TLS, timeouts.
+    ///   - group: event loops to serve on, shared with other users (the server does not shut
+    ///     them down); nil (the default) starts `loopCount` loops of its own at ``start()``
+    ///     and stops them at shutdown.
+    ///   - logger: where the server and its connections log (default label `switchboard.server`).
+    ///   - metricsFactory: where metrics go (default: the global `MetricsSystem.factory`, so a
+    ///     process that bootstraps a backend gets them; tests pass their own factory instead).
+    public init(configuration: WebSocketServerConfiguration = .init(), group: EventLoopGroup? = nil,
+                logger: Logger = Logger(label: "switchboard.server"),
+                metricsFactory: any MetricsFactory = MetricsSystem.factory) {
         self.configuration = configuration
         self.logger = logger
+        self.sharedGroup = group
+        self.counters = ConnectionCounters(logger: logger, metrics: ServerMetrics(factory: metricsFactory))
         self.sharedConnectionConfiguration = SharedWebSocketConfiguration(configuration.connection)
         counters.setCloseHook { [weak self] connection, status in self?.unregister(connection, status: status) }
     }
+    #else
+    /// - Parameters:
+    ///   - configuration: address, limits, TLS, timeouts.
+    ///   - group: event loops to serve on, shared with other users (the server does not shut
+    ///     them down); nil (the default) starts `loopCount` loops of its own at ``start()``
+    ///     and stops them at shutdown.
+    ///   - logger: where the server and its connections log (default label `switchboard.server`).
+    public init(configuration: WebSocketServerConfiguration = .init(), group: EventLoopGroup? = nil,
+                logger: Logger = Logger(label: "switchboard.server")) {
+        self.configuration = configuration
+        self.logger = logger
+        self.sharedGroup = group
+        self.counters = ConnectionCounters(logger: logger)
+        self.sharedConnectionConfiguration = SharedWebSocketConfiguration(configuration.connection)
+        counters.setCloseHook { [weak self] connection, status in self?.unregister(connection, status: status) }
+    }
+    #endif
 
     // MARK: Set-up
 
@@ -52,11 +115,15 @@ public final class WebSocketServer: Sendable {
     /// `authenticate` runs before the upgrade completes and can reject with 401/403.
     /// The handler runs in its own task, isolated to the connection (its parameter is
     /// `isolated`), on the connection's loop: receiving and sending cost no executor hop. Do not
-    /// block in it; hand long work to another task. When it returns, the connection is closed
-    /// (1000) if still open.
+    /// block in it; hand long work to another task.
+    ///
+    /// When the handler returns, the connection is closed with 1000 (if still open). When it
+    /// throws, the error is logged and the connection is closed with 1011 (internal error);
+    /// a `CancellationError` (or ``SwitchboardError`` of kind `.cancelled`) closes it with
+    /// 1001 (going away) instead.
     public func route(_ path: String,
                       authenticate: (@Sendable (WebSocketUpgradeRequest) async -> WebSocketAuthDecision)? = nil,
-                      handler: @escaping @Sendable (isolated WebSocketConnection) async -> Void) {
+                      handler: @escaping @Sendable (isolated WebSocketConnection) async throws -> Void) {
         state.withLock { $0.routes[path] = WebSocketRoute(authenticate: authenticate, handler: .task(handler)) }
     }
 
@@ -79,37 +146,137 @@ public final class WebSocketServer: Sendable {
 
     // MARK: Lifecycle
 
-    /// Binds and starts accepting. Returns the bound port (useful with port 0).
+    /// Binds, serves until asked to stop, shuts down gracefully, and returns.
+    ///
+    /// Asked to stop means: the calling task is cancelled, ``shutdown(timeout:)`` is called,
+    /// or (with the `ServiceLifecycleSupport` trait) the `ServiceGroup` running this server
+    /// shuts down gracefully, e.g. on SIGTERM. Then the server stops accepting, sends close 1001
+    /// to every connection, waits up to ``WebSocketServerConfiguration/shutdownTimeout`` for
+    /// them to close and for route handlers to return, drops what is left, and returns.
+    ///
+    /// The bound port is available from ``listeningPort`` once listening (useful with port 0).
+    ///
+    /// - Throws: ``SwitchboardError`` if the server cannot start (address in use, bad TLS
+    ///   files, …).
+    public func run() async throws(SwitchboardError) {
+        try await start()
+        await waitForShutdownRequest()
+        await shutdown(timeout: configuration.shutdownTimeout)
+    }
+
+    /// Suspends until a shutdown is requested: cancellation, ``shutdown(timeout:)``, or a
+    /// graceful shutdown of the service group.
+    private func waitForShutdownRequest() async {
+        await withTaskCancellationHandler {
+            #if ServiceLifecycleSupport
+            await withGracefulShutdownHandler {
+                await waitForShutdownRequestedFlag()
+            } onGracefulShutdown: { [self] in
+                requestShutdown()
+            }
+            #else
+            await waitForShutdownRequestedFlag()
+            #endif
+        } onCancel: { [self] in
+            requestShutdown()
+        }
+    }
+
+    private func waitForShutdownRequestedFlag() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let resumeNow = state.withLock { s -> Bool in
+                if s.shutdownRequested || s.phase == .shuttingDown || s.phase == .stopped { return true }
+                s.runWaiter = c
+                return false
+            }
+            if resumeNow { c.resume() }
+        }
+    }
+
+    /// Wakes ``run()`` so that it shuts down.
+    private func requestShutdown() {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            s.shutdownRequested = true
+            let w = s.runWaiter
+            s.runWaiter = nil
+            return w
+        }
+        waiter?.resume()
+    }
+
+    /// Binds and starts accepting, then returns the bound port (useful with port 0). For a
+    /// server whose lifetime is a task, prefer ``run()``; after `start()`, stop the server with
+    /// ``shutdown(timeout:)``.
     @discardableResult
     public func start() async throws(SwitchboardError) -> Int {
-        let group: EventLoopGroup
-        do {
-            group = try EventLoopGroup(loopCount: configuration.loopCount ?? ProcessInfo.processInfo.activeProcessorCount,
-                                       name: "switchboard-server")
-        } catch {
-            throw .io(error)
+        let alreadyStarted = state.withLock { s -> Bool in
+            guard s.phase == .idle else { return true }
+            s.phase = .starting
+            return false
         }
+        if alreadyStarted { throw .invalidArgument("the server was already started") }
+        do {
+            let port = try await bindAndListen()
+            let waiters = state.withLock { s -> [CheckedContinuation<Int, any Error>] in
+                let w = s.portWaiters
+                s.portWaiters = []
+                return w
+            }
+            for w in waiters { w.resume(returning: port) }
+            return port
+        } catch {
+            let waiters = state.withLock { s -> [CheckedContinuation<Int, any Error>] in
+                s.phase = .stopped
+                let w = s.portWaiters
+                s.portWaiters = []
+                return w
+            }
+            for w in waiters { w.resume(throwing: error) }
+            throw error
+        }
+    }
+
+    private func bindAndListen() async throws(SwitchboardError) -> Int {
+        let group: EventLoopGroup
+        if let sharedGroup {
+            group = sharedGroup
+        } else {
+            do {
+                group = try EventLoopGroup(loopCount: configuration.loopCount ?? ProcessInfo.processInfo.activeProcessorCount,
+                                           name: "switchboard-server")
+            } catch {
+                throw .io(error)
+            }
+        }
+        let ownsGroup = sharedGroup == nil
         let tlsContext: TLSContext?
         if let tls = configuration.tls {
-            do { tlsContext = try TLSContext.server(tls) } catch { throw .tls(error.description) }
+            do { tlsContext = try TLSContext.server(tls) } catch {
+                if ownsGroup { group.shutdown() }
+                throw .tls(error.description)
+            }
         } else {
             tlsContext = nil
         }
         let addresses: [SocketAddress]
         do {
             addresses = try await SocketAddress.resolve(host: configuration.host, port: configuration.port)
-        } catch let e as SwitchboardError {
-            throw e
         } catch {
+            if ownsGroup { group.shutdown() }
+            if let e = error as? SwitchboardError { throw e }
             throw .invalidArgument("cannot resolve \(configuration.host)")
         }
-        guard let address = addresses.first else { throw .invalidArgument("cannot resolve \(configuration.host)") }
+        guard let address = addresses.first else {
+            if ownsGroup { group.shutdown() }
+            throw .invalidArgument("cannot resolve \(configuration.host)")
+        }
         let fd: Int32
         do {
             fd = try Socket.makeTCP(family: address.family)
             Socket.setReuseAddress(fd)
             try Socket.bindAndListen(fd, address: address, backlog: configuration.backlog)
         } catch {
+            if ownsGroup { group.shutdown() }
             throw .io(error)
         }
         let port = Socket.localAddress(fd)?.port ?? configuration.port
@@ -127,23 +294,47 @@ public final class WebSocketServer: Sendable {
                 }
             }
         }
-        if case .failure(let e) = result { Socket.close(fd); throw .io(e) }
+        if case .failure(let e) = result {
+            Socket.close(fd)
+            if ownsGroup { group.shutdown() }
+            throw .io(e)
+        }
         state.withLock {
             $0.group = group
             $0.listener = listener
             $0.port = port
+            if $0.phase == .starting { $0.phase = .listening }
         }
         logger.info("listening", metadata: ["address": "\(configuration.host):\(port)", "tls": "\(tlsContext != nil)"])
         return port
     }
 
-    /// The bound port once started.
+    /// The bound port once started (nil before, and after a failed start).
     public var port: Int? { state.withLock { $0.port } }
+
+    /// The bound port: waits until the server listens (``run()`` or ``start()`` called from
+    /// another task), so tests and embedders can bind port 0 and then connect.
+    ///
+    /// - Throws: the error that stopped the server from starting, or ``SwitchboardError`` of
+    ///   kind `.notConnected` if it has already stopped without listening.
+    public var listeningPort: Int {
+        get async throws {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Int, any Error>) in
+                let answer = state.withLock { s -> Result<Int, SwitchboardError>? in
+                    if let port = s.port { return .success(port) }
+                    if s.phase == .stopped || s.phase == .shuttingDown { return .failure(.notConnected) }
+                    s.portWaiters.append(c)
+                    return nil
+                }
+                if let answer { c.resume(with: answer.mapError { $0 as any Error }) }
+            }
+        }
+    }
 
     private func accepted(_ fd: Int32, peer: SocketAddress, group: EventLoopGroup, tls: TLSContext?) {
         // Only the accept loop adds to `sockets`, so checking then adding cannot overshoot.
-        let full = state.withLock { $0.shuttingDown }
-            || counters.sockets.load(ordering: .relaxed) >= configuration.maxConnections
+        let shuttingDown = state.withLock { $0.phase == .shuttingDown || $0.phase == .stopped }
+        let full = shuttingDown || counters.sockets.load(ordering: .relaxed) >= configuration.maxConnections
         if !full { counters.sockets.wrappingAdd(1, ordering: .relaxed) }
         Socket.setNoDelay(fd)
         let loop = group.next()
@@ -160,7 +351,7 @@ public final class WebSocketServer: Sendable {
             }
             let channel = SocketChannel(loop: loop, fd: fd, tls: session)
             if full {
-                server.counters.rejected.wrappingAdd(1, ordering: .relaxed)
+                server.counters.recordRejection(shuttingDown ? .shuttingDown : .capacity, status: 503)
                 do { try channel.activate() } catch { channel.close(); return }
                 channel.write(HTTPResponse.error(status: 503, message: "server at capacity or shutting down",
                                                  type: .overloaded, code: "unavailable").bytes)
@@ -174,50 +365,124 @@ public final class WebSocketServer: Sendable {
     func register(_ connection: WebSocketConnection) {
         counters.accepted.wrappingAdd(1, ordering: .relaxed)
         counters.open.wrappingAdd(1, ordering: .relaxed)
+        counters.metrics?.connectionOpened()
         state.withLock { $0.connections[ObjectIdentifier(connection)] = connection }
         logger.debug("connection open", metadata: ["connection": "\(connection.id)",
                                                    "path": "\(connection.request?.path ?? "")"])
     }
 
-    /// The connection has closed (``ConnectionCounters/connectionClosed(_:status:)``). Nothing
-    /// per connection is kept for this (no closure, no logger copy): idle memory is what the
-    /// connection itself holds.
+    /// A route handler's task is about to start (task routes).
+    func handlerStarted() {
+        state.withLock { $0.runningHandlers += 1 }
+    }
+
+    /// A route handler's task has returned and its connection is closed.
+    func handlerFinished() {
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            s.runningHandlers -= 1
+            return s.drained ? s.takeDrainWaiters() : []
+        }
+        for w in waiters { w.resume() }
+    }
+
+    /// The connection has closed (``ConnectionCounters/connectionClosed(_:status:)``; the
+    /// connection logged it). Nothing per connection is kept for this (no closure, no logger
+    /// copy): idle memory is what the connection itself holds.
     private func unregister(_ connection: WebSocketConnection, status: WebSocketCloseStatus) {
-        state.withLock { _ = $0.connections.removeValue(forKey: ObjectIdentifier(connection)) }
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            _ = s.connections.removeValue(forKey: ObjectIdentifier(connection))
+            return s.drained ? s.takeDrainWaiters() : []
+        }
         topics.unsubscribeAll(connection)
-        logger.debug("connection closed", metadata: ["connection": "\(connection.id)",
-                                                     "code": "\(status.code.rawValue)"])
+        for w in waiters { w.resume() }
     }
 
     /// Stops accepting, sends close 1001 to every connection (after whatever they already
-    /// queued), waits up to `timeout` for their close handshakes, then drops what is left and
-    /// stops the event loops' work for this server.
+    /// queued), waits up to `timeout` for their close handshakes and for route handlers to
+    /// return, then drops the connections left and stops the server's own event loops (loops
+    /// given at init keep running). Idempotent; a ``run()`` in progress returns once this is
+    /// done.
     public func shutdown(timeout: Duration = .seconds(10)) async {
-        let (listener, connections) = state.withLock { s -> (Listener?, [WebSocketConnection]) in
-            s.shuttingDown = true
+        let (listener, connections, first) = state.withLock { s -> (Listener?, [WebSocketConnection], Bool) in
+            let first = s.phase != .shuttingDown && s.phase != .stopped
+            if first { s.phase = .shuttingDown }
             let l = s.listener
             s.listener = nil
-            return (l, Array(s.connections.values))
+            return (l, Array(s.connections.values), first)
         }
+        requestShutdown()
+        let portWaiters = state.withLock { s -> [CheckedContinuation<Int, any Error>] in
+            let w = s.portWaiters
+            s.portWaiters = []
+            return w
+        }
+        for w in portWaiters { w.resume(throwing: SwitchboardError.notConnected) }
         if let listener {
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
                 listener.loop.execute { listener.close(); c.resume() }
             }
         }
-        logger.info("shutting down", metadata: ["connections": "\(connections.count)"])
+        if first {
+            logger.info("shutting down", metadata: ["connections": "\(connections.count)"])
+        }
         for c in connections {
             c.loop.execute { c.assumeIsolated { $0.startClose(code: .goingAway, reason: "server shutting down") } }
         }
-        let deadline = ContinuousClock.now.advanced(by: timeout)
-        while ContinuousClock.now < deadline, state.withLock({ !$0.connections.isEmpty }) {
-            try? await Task.sleep(for: .milliseconds(5))
-        }
+        let drained = await waitUntilDrained(timeout: timeout)
         let (left, group) = state.withLock { (Array($0.connections.values), $0.group) }
+        if !drained {
+            let handlers = state.withLock { $0.runningHandlers }
+            logger.warning("shutdown timeout: dropping connections", metadata: [
+                "connections": "\(left.count)", "handlers": "\(handlers)", "timeout": "\(timeout)",
+            ])
+        }
         for c in left {
             await c.abort()
         }
-        group?.shutdown()
-        state.withLock { $0.group = nil }
+        let ownedGroup = state.withLock { s -> EventLoopGroup? in
+            guard s.phase != .stopped else { return nil }
+            s.phase = .stopped
+            s.group = nil
+            return sharedGroup == nil ? group : nil
+        }
+        ownedGroup?.shutdown()
+    }
+
+    /// Waits until every connection has closed and every handler returned (true), or until
+    /// `timeout` passed (false). Event-driven: woken by the last close or handler return. Not
+    /// cut short by the caller's cancellation (a cancelled ``run()`` still gives connections
+    /// their close handshake, bounded by `timeout`).
+    private func waitUntilDrained(timeout: Duration) async -> Bool {
+        if state.withLock({ $0.drained }) { return true }
+        return await Task { await waitUntilDrainedOrTimeout(timeout) }.value
+    }
+
+    private func waitUntilDrainedOrTimeout(_ timeout: Duration) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask { [self] in
+                await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                    let now = state.withLock { s -> Bool in
+                        if s.drained { return true }
+                        s.drainWaiters.append(c)
+                        return false
+                    }
+                    if now { c.resume() }
+                }
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return false
+            }
+            let first = await group.next() ?? false
+            if !first {
+                // Timed out: release the waiter still parked, so the group can finish.
+                let waiters = state.withLock { $0.takeDrainWaiters() }
+                for w in waiters { w.resume() }
+            }
+            group.cancelAll()
+            return first
+        }
     }
 
     // MARK: Topics
@@ -290,3 +555,4 @@ public final class WebSocketServer: Sendable {
                    slowConsumersClosed: counters.slowConsumers.load(ordering: .relaxed))
     }
 }
+

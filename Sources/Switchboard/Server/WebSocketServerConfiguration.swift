@@ -27,7 +27,13 @@ public struct WebSocketServerConfiguration: Sendable {
     public var loopCount: Int?
     /// `listen` backlog (default 4096: bursts of thousands of connects don't get refused).
     public var backlog: Int32 = 4096
+    /// How long ``WebSocketServer/run()`` waits at shutdown for connections to finish their
+    /// close handshake (1001) and for route handlers to return, before dropping what is left
+    /// (default 10 s; keep it below a `ServiceGroup`'s `maximumGracefulShutdownDuration`).
+    public var shutdownTimeout: Duration = .seconds(10)
 
+    /// Listens on `host`:`port` (port 0: an ephemeral port, see ``WebSocketServer/listeningPort``);
+    /// every other setting has its default.
     public init(host: String = "127.0.0.1", port: Int = 0) {
         self.host = host
         self.port = port
