@@ -1,7 +1,11 @@
 import Foundation
+import Logging
 import Testing
 @testable import Switchboard
 import SwitchboardCore
+#if ServiceLifecycleSupport
+import ServiceLifecycle
+#endif
 
 // The README's snippets, verbatim (keep in sync with README.md). They must compile; the client
 // one is run against a real server below, and the callback route one too.
@@ -35,19 +39,26 @@ func serve() async throws {
             ? .accept(userInfo: ["user": "alice"]) : .unauthorized()
     }) { connection in
         for await line in connection.lines() {      // echo every line back
-            try? await connection.send(text: String(decoding: line, as: UTF8.self) + "\n")
-        }
+            try await connection.send(text: String(decoding: line, as: UTF8.self) + "\n")
+        }                                           // a throw is logged and closes with 1011
     }
-    try await server.start()
-    await ShutdownSignal.wait()                     // SIGINT / SIGTERM
-    await server.shutdown(timeout: .seconds(5))     // close 1001 to all, flush, stop
+    try await server.run()  // until the task is cancelled: then 1001 to all, wait, return
 }
 
 func addCallbackRoute(to server: WebSocketServer) {
     server.route("/echo", callbacks: WebSocketCallbacks(onMessage: { connection, message in
-        _ = try? connection.sendNow(message)   // queued at once; the connection stops reading while
-    }))                                    // its outbound queue is above the high-water mark
+        _ = try connection.sendNow(message)   // queued at once; the connection stops reading while
+    }))                                   // its outbound queue is above the high-water mark
 }
+
+#if ServiceLifecycleSupport
+func serveInAServiceGroup(logger: Logger) async throws {
+    let server = WebSocketServer(configuration: .init(host: "0.0.0.0", port: 8080))
+    let group = ServiceGroup(configuration: .init(services: [server], gracefulShutdownSignals: [.sigterm],
+                                                  logger: logger))
+    try await group.run()
+}
+#endif
 
 @Suite("README examples")
 struct ReadmeExamplesTests {
@@ -72,7 +83,7 @@ struct ReadmeExamplesTests {
                 let text = String(decoding: line, as: UTF8.self)
                 await received.append(text)
                 if text.contains("\"message\"") {
-                    try? await connection.send(text: "{\"echo\":\(text)}\n{\"done\":\"!\"}\n")
+                    try await connection.send(text: "{\"echo\":\(text)}\n{\"done\":\"!\"}\n")
                 }
             }
         }

@@ -70,7 +70,7 @@ import ServiceLifecycle
         await first.shutdown()
     }
 
-    @Test func aThrowingHandlerClosesWith1011AndCancellationWith1001() async throws {
+    @Test func aThrowingHandlerOrCallbackClosesWith1011AndCancellationWith1001() async throws {
         struct Boom: Error {}
         let server = echoServer()
         server.route("/throws") { connection in
@@ -79,6 +79,7 @@ import ServiceLifecycle
         server.route("/cancelled") { connection in
             for await _ in connection.messages() { throw CancellationError() }
         }
+        server.route("/callback-throws", callbacks: WebSocketCallbacks(onMessage: { _, _ in throw Boom() }))
         let port = try await server.start()
         let (a, aLines) = try await connect(port: port, path: "/throws")
         try await a.send(text: "x\n")
@@ -86,6 +87,9 @@ import ServiceLifecycle
         let (b, bLines) = try await connect(port: port, path: "/cancelled")
         try await b.send(text: "x\n")
         #expect(await closeCode(after: bLines, of: b) == 1001)
+        let (c, cLines) = try await connect(port: port, path: "/callback-throws")
+        try await c.send(text: "x\n")
+        #expect(await closeCode(after: cLines, of: c) == 1011)
         await server.shutdown()
     }
 

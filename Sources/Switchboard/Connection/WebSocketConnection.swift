@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Synchronization
 import SwitchboardCore
 
@@ -150,7 +151,11 @@ public actor WebSocketConnection: EventLoopTimerTarget {
         assumeIsolated { conn in
             conn.callbacksBox = callbacks
             conn.startKeepalive()
-            callbacks?.callbacks.onOpen?(conn)
+            do {
+                try callbacks?.callbacks.onOpen?(conn)
+            } catch {
+                conn.callbackThrew(error)
+            }
             if !leftover.isEmpty {
                 leftover.withUnsafeBytes { conn.handleRead($0) }
             }
@@ -256,6 +261,15 @@ public actor WebSocketConnection: EventLoopTimerTarget {
         return await reader.nextBatch(from: self)
     }
 
+    /// A callback route's `onOpen` or `onMessage` threw: logged, counted, closed with 1011.
+    func callbackThrew(_ error: any Error) {
+        counters?.logger.error("route callback threw; closing with 1011", metadata: [
+            "connection": "\(id)", "path": "\(request?.path ?? "")", "error": "\(String(reflecting: error))",
+        ])
+        counters?.metrics?.handlerFailed()
+        startClose(code: .internalError, reason: "")
+    }
+
     /// Called by ``LineReader`` when a line is longer than the limit.
     func failLineTooLong() {
         inbound.removeAll()
@@ -291,7 +305,11 @@ public actor WebSocketConnection: EventLoopTimerTarget {
                 }
                 if let callbacksBox {
                     // Handled (and answered) synchronously: nothing is held for the application.
-                    callbacksBox.callbacks.onMessage(self, message)
+                    do {
+                        try callbacksBox.callbacks.onMessage(self, message)
+                    } catch {
+                        callbackThrew(error)
+                    }
                 } else {
                     deliver(message)
                     deliveredNow = true

@@ -36,19 +36,22 @@ struct WebSocketRoute: Sendable {
 /// They run synchronously on the connection's loop, isolated to the connection, one at a time
 /// and in order; no task exists per connection, so an idle connection costs only its state,
 /// and a message costs no executor hop. Do not block in them: hand slow work to a task.
-/// Answer with ``WebSocketConnection/sendNow(_:)``. Backpressure: while the connection's
+/// Answer with ``WebSocketConnection/sendNow(_:)``. `onOpen` and `onMessage` may throw: the
+/// error is logged and the connection is closed with 1011 (internal error), as for a task
+/// route's handler. Backpressure: while the connection's
 /// outbound queue is above its high-water mark the connection stops reading, so a peer that
 /// does not read our answers is slowed down instead of growing our memory.
 public struct WebSocketCallbacks: Sendable {
     /// After the upgrade, before any message.
-    public var onOpen: (@Sendable (isolated WebSocketConnection) -> Void)?
+    public var onOpen: (@Sendable (isolated WebSocketConnection) throws -> Void)?
     /// Each received message, in order.
-    public var onMessage: @Sendable (isolated WebSocketConnection, WebSocketMessage) -> Void
+    public var onMessage: @Sendable (isolated WebSocketConnection, WebSocketMessage) throws -> Void
     /// Once, when the connection has closed (``WebSocketConnection/closeStatus`` tells why).
     public var onClose: (@Sendable (isolated WebSocketConnection) -> Void)?
 
-    public init(onOpen: (@Sendable (isolated WebSocketConnection) -> Void)? = nil,
-                onMessage: @escaping @Sendable (isolated WebSocketConnection, WebSocketMessage) -> Void,
+    /// Callbacks for a route; only `onMessage` is required.
+    public init(onOpen: (@Sendable (isolated WebSocketConnection) throws -> Void)? = nil,
+                onMessage: @escaping @Sendable (isolated WebSocketConnection, WebSocketMessage) throws -> Void,
                 onClose: (@Sendable (isolated WebSocketConnection) -> Void)? = nil) {
         self.onOpen = onOpen
         self.onMessage = onMessage

@@ -79,14 +79,18 @@ public final class WebSocketServer: Sendable {
     ///     and stops them at shutdown.
     ///   - logger: where the server and its connections log (default label `switchboard.server`).
     ///   - metricsFactory: where metrics go (default: the global `MetricsSystem.factory`, so a
-    ///     process that bootstraps a backend gets them; tests pass their own factory instead).
+    ///     process that bootstraps a backend before creating the server gets them; tests pass
+    ///     their own factory instead). Read once, here.
     public init(configuration: WebSocketServerConfiguration = .init(), group: EventLoopGroup? = nil,
                 logger: Logger = Logger(label: "switchboard.server"),
                 metricsFactory: any MetricsFactory = MetricsSystem.factory) {
         self.configuration = configuration
         self.logger = logger
         self.sharedGroup = group
-        self.counters = ConnectionCounters(logger: logger, metrics: ServerMetrics(factory: metricsFactory))
+        // No instruments at all while metrics go nowhere (the global factory before a backend is
+        // bootstrapped): the hot paths then cost one nil check.
+        let metrics = metricsFactory is NOOPMetricsHandler ? nil : ServerMetrics(factory: metricsFactory)
+        self.counters = ConnectionCounters(logger: logger, metrics: metrics)
         self.sharedConnectionConfiguration = SharedWebSocketConfiguration(configuration.connection)
         counters.setCloseHook { [weak self] connection, status in self?.unregister(connection, status: status) }
     }
