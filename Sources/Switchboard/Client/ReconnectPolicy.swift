@@ -82,7 +82,9 @@ public enum DisconnectedSendPolicy: Sendable, Equatable {
 
 /// The connection states a ``SocketAdapter`` goes through, observable as a stream.
 public enum SocketConnectionState: Sendable, Equatable {
+    /// Opening a connection (the first, or a reconnection attempt).
     case connecting
+    /// Open: the line stream delivers and `send` works.
     case connected
     /// Waiting `delay` before reconnection attempt `attempt` (1-based).
     case reconnecting(attempt: Int, delay: Duration)

@@ -25,6 +25,7 @@ import SwitchboardCore
 public actor WebSocketConnection: EventLoopTimerTarget {
     /// A process-unique id, used in logs.
     public nonisolated let id: UInt64
+    /// Client or server side: who masks frames and who closes TCP first.
     public nonisolated let role: WebSocketRole
     /// The subprotocol both sides agreed on, if any.
     public nonisolated let subprotocol: String?

@@ -74,6 +74,7 @@ public enum ConstantTime {
         equals(Array(a.utf8), Array(b.utf8))
     }
 
+    /// True when `a == b`, for byte strings; the time taken depends only on the lengths.
     public static func equals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         var diff = UInt8(truncatingIfNeeded: a.count ^ b.count)
         let n = max(a.count, b.count)

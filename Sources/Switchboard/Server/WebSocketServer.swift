@@ -497,10 +497,12 @@ public final class WebSocketServer: Sendable {
         topics.subscribe(connection, to: topic)
     }
 
+    /// Removes `connection` from `topic` (nothing happens if it was not subscribed).
     public func unsubscribe(_ connection: WebSocketConnection, from topic: String) {
         topics.unsubscribe(connection, from: topic)
     }
 
+    /// How many connections are subscribed to `topic` now.
     public func subscriberCount(of topic: String) -> Int { topics.subscriberCount(topic) }
 
     /// Queues `message` on every subscriber of `topic` except `excluding`; never waits on a slow
@@ -536,18 +538,26 @@ public final class WebSocketServer: Sendable {
     /// binary) in each direction, like the message counts beside them: frame headers, control
     /// frames, HTTP and TLS are not included.
     public struct Statistics: Sendable, Equatable {
+        /// Upgraded connections not yet closed.
         public var openConnections: Int
+        /// Upgrades completed since the server started.
         public var acceptedConnections: Int
+        /// Sockets and upgrade requests refused (capacity, shutdown, bad request, no route,
+        /// origin, authentication, TLS); plain HTTP requests are not counted.
         public var rejectedConnections: Int
+        /// Data messages (text and binary) received.
         public var messagesIn: Int
+        /// Data messages queued for sending.
         public var messagesOut: Int
         /// Payload bytes of the data messages received.
         public var bytesIn: Int
         /// Payload bytes of the data messages sent (queued for the socket).
         public var bytesOut: Int
+        /// Connections closed with 1013 because their outbound queue was full (slow consumers).
         public var slowConsumersClosed: Int
     }
 
+    /// The counters now (each read on its own, so the snapshot is not atomic as a whole).
     public var statistics: Statistics {
         Statistics(openConnections: counters.open.load(ordering: .relaxed),
                    acceptedConnections: counters.accepted.load(ordering: .relaxed),
