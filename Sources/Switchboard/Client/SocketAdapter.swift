@@ -324,7 +324,7 @@ public actor SocketAdapter: SocketClient {
     }
 
     /// Sends a ping.
-    public func ping(_ payload: [UInt8] = []) async throws(SwitchboardError) {
+    public func ping(_ payload: Data = Data()) async throws(SwitchboardError) {
         try await requireConnection().ping(payload)
     }
 

@@ -150,9 +150,10 @@ extension WebSocketConnection {
     ///
     /// - Throws: `.invalidArgument` over 125 bytes; `.closed` once closing; `.limitExceeded`
     ///   when the outbound queue already holds more than ``WebSocketConfiguration/outboundLimit``.
-    public func ping(_ payload: [UInt8] = []) throws(SwitchboardError) {
+    public func ping(_ payload: Data = Data()) throws(SwitchboardError) {
         try checkOpen()
         guard payload.count <= 125 else { throw .invalidArgument("ping payload longer than 125 bytes") }
+        let payload = [UInt8](payload)
         var refused = false
         let status = channel.append { buffer in
             do throws(WebSocketStateError) {

@@ -71,11 +71,16 @@ final class WebSocketCallbacksBox: Sendable {
 public enum ConstantTime {
     /// True when `a == b`; the time taken depends only on the lengths.
     public static func equals(_ a: some StringProtocol, _ b: some StringProtocol) -> Bool {
-        equals(Array(a.utf8), Array(b.utf8))
+        compare(Array(a.utf8), Array(b.utf8))
     }
 
-    /// True when `a == b`, for byte strings; the time taken depends only on the lengths.
-    public static func equals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    /// True when `a == b`, for byte strings (`Data`, `[UInt8]`…); the time taken depends only
+    /// on the lengths.
+    public static func equals(_ a: some Collection<UInt8>, _ b: some Collection<UInt8>) -> Bool {
+        compare(Array(a), Array(b))
+    }
+
+    private static func compare(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         var diff = UInt8(truncatingIfNeeded: a.count ^ b.count)
         let n = max(a.count, b.count)
         for i in 0..<n {
