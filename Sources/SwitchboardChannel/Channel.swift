@@ -64,6 +64,7 @@ public actor Channel {
 }
 
 extension Channel: CustomStringConvertible {
+    /// `Channel(<redacted URL>)`: the endpoint's URL with secret-looking query values redacted and no headers.
     public nonisolated var description: String { "Channel(\(endpoint.redactedURL))" }
 }
 

@@ -16,6 +16,7 @@
 public struct HTTPRequestParser: Sendable {
     private var scanner: HTTPHeadScanner<RequestKind>
 
+    /// Creates a parser that enforces `limits` (head size and field count).
     public init(limits: HTTPParseLimits = .default) {
         scanner = HTTPHeadScanner(limits: limits)
     }

@@ -42,6 +42,7 @@ public struct WebSocketKeepalive: Sendable, Equatable {
         self.timeout = max(1, timeout)
     }
 
+    /// Equal when both have the same settings and the same state (next ping, outstanding ping, counter).
     public static func == (a: Self, b: Self) -> Bool {
         a.interval == b.interval && a.timeout == b.timeout && a.nextPingAt == b.nextPingAt
             && a.outstanding?.payload == b.outstanding?.payload && a.outstanding?.sentAt == b.outstanding?.sentAt
