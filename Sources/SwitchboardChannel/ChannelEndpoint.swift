@@ -2,7 +2,7 @@ import Foundation
 import Switchboard
 import SwitchboardCore
 
-/// Errors of the channel layer that are not transport errors (those are ``SwitchboardError``).
+/// Errors of the channel layer that are not transport errors (those are `SwitchboardError`).
 public enum ChannelError: Error, Sendable, Equatable, CustomStringConvertible, LocalizedError {
     /// The base URL is not a host-only `ws`/`wss`/`http`/`https` URL.
     case invalidBaseURL(reason: String)
@@ -30,7 +30,7 @@ public enum ChannelError: Error, Sendable, Equatable, CustomStringConvertible, L
 /// The request is `GET /v1/ws?session_id=<id>` with `Authorization: Bearer <token>`; the session
 /// id is percent-encoded with the RFC 3986 unreserved set. The token never appears in
 /// `description`, `debugDescription`, `String(reflecting:)`, `dump` or string interpolation;
-/// these show ``SocketEndpoint/redactedURL``, e.g. `ws://127.0.0.1:8090/v1/ws?session_id=a%20b`.
+/// these show `redactedURL`, e.g. `ws://127.0.0.1:8090/v1/ws?session_id=a%20b`.
 public struct ChannelEndpoint: SocketEndpoint, CustomStringConvertible, CustomDebugStringConvertible,
     CustomReflectable {
     /// The request path of the channel.

@@ -64,8 +64,8 @@ extension SocketEndpoint {
     public var configuration: WebSocketConfiguration { .default }
 
     /// The URL for descriptions and logs: `ws[s]://host:port/path?query` with the value of every
-    /// secret query item (``URLRedaction``, e.g. `token=<redacted>`) hidden; IPv6 hosts in
-    /// brackets. Headers are never part of it.
+    /// secret query item (`URLRedaction` in `SwitchboardCore`, e.g. `token=<redacted>`) hidden;
+    /// IPv6 hosts in brackets. Headers are never part of it.
     public var redactedURL: String {
         let bracketedHost = host.contains(":") ? "[\(host)]" : host
         return URLRedaction.redacting("\(scheme.rawValue)://\(bracketedHost):\(port)\(requestTarget)")

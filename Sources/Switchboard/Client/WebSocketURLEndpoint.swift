@@ -61,8 +61,8 @@ public struct WebSocketURLEndpoint: SocketEndpoint {
 
 extension WebSocketURLEndpoint: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// ``SocketEndpoint/redactedURL`` and the header *names* only: header values (bearer tokens,
-    /// cookies) and secret query values (`token=<redacted>`, see ``URLRedaction``) never appear
-    /// in descriptions, logs or debugger output.
+    /// cookies) and secret query values (`token=<redacted>`, see `URLRedaction` in
+    /// `SwitchboardCore`) never appear in descriptions, logs or debugger output.
     public var description: String {
         let names = headers.map(\.name)
         return redactedURL + (names.isEmpty ? "" : " headers: [\(names.joined(separator: ", "))] (values redacted)")
