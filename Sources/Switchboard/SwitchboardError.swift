@@ -9,24 +9,49 @@ public struct SwitchboardError: Error, Sendable, Equatable, CustomStringConverti
     /// What class of failure this is.
     public struct Kind: Hashable, Sendable, CustomStringConvertible {
         fileprivate let name: String
+        /// The host name could not be resolved.
         public static let dns = Kind(name: "dns")
+        /// The TCP connection could not be made (``SwitchboardError/errno`` says why).
         public static let connect = Kind(name: "connect")
+        /// TLS failed: the handshake (certificate verification included), a TLS record, or loading the
+        /// server's certificate and key.
         public static let tls = Kind(name: "tls")
+        /// The server answered the upgrade with an HTTP status other than 101
+        /// (``SwitchboardError/httpStatus`` and ``SwitchboardError/httpBody``).
         public static let handshakeRejected = Kind(name: "handshakeRejected")
+        /// The opening handshake failed otherwise: an invalid HTTP answer, a bad `Sec-WebSocket-Accept`,
+        /// or the connection closed during it.
         public static let handshakeFailed = Kind(name: "handshakeFailed")
+        /// The peer broke RFC 6455; ``SwitchboardError/closeCode`` is the code we closed with.
         public static let protocolViolation = Kind(name: "protocolViolation")
+        /// The connection is closing or closed, so nothing more can be sent
+        /// (``SwitchboardError/closeCode`` is the close code).
         public static let closed = Kind(name: "closed")
+        /// No connection: a client used before `connect`, after the end, or while disconnected.
         public static let notConnected = Kind(name: "notConnected")
+        /// Something took too long: TCP connect, the opening or closing handshake, or a keepalive pong.
         public static let timedOut = Kind(name: "timedOut")
+        /// An argument was refused before anything was sent: an endpoint's host, port, path or
+        /// headers, a URL, text that is not UTF-8, a ping payload over 125 bytes, or a server
+        /// host that does not resolve.
         public static let invalidArgument = Kind(name: "invalidArgument")
+        /// A limit of ours was exceeded: a received line longer than the line limit (close code
+        /// 1009), the outbound queue (its hard limit, or its high-water mark with the `.fail`
+        /// send policy) or the commands queued while reconnecting (1013).
+        /// ``SwitchboardError/closeCode`` is the code that goes with it. (A frame or message over
+        /// the protocol limits is a ``protocolViolation`` with 1009.)
         public static let limitExceeded = Kind(name: "limitExceeded")
+        /// A socket system call failed (``SwitchboardError/errno``).
         public static let io = Kind(name: "io")
+        /// The task waiting for the operation was cancelled.
         public static let cancelled = Kind(name: "cancelled")
         /// A second task called `receive()` on a connection while another was waiting there.
         public static let concurrentReceive = Kind(name: "concurrentReceive")
+        /// The kind's name, e.g. `notConnected`.
         public var description: String { name }
     }
 
+    /// What class of failure this is; compare with the static members of ``Kind``.
     public let kind: Kind
     /// Human-readable detail; never contains credentials.
     public let message: String
@@ -78,11 +103,14 @@ public struct SwitchboardError: Error, Sendable, Equatable, CustomStringConverti
     static let concurrentReceive = Self(kind: .concurrentReceive,
                                         message: "another task is already waiting for this connection's next message; receive from one task at a time")
 
+    /// `SwitchboardError.<kind>: <message>`, followed by the start of the HTTP body of a
+    /// rejected handshake, if any.
     public var description: String {
         var s = "SwitchboardError.\(kind): \(message)"
         if let httpBody, !httpBody.isEmpty { s += " — body: \(httpBody.prefix(512))" }
         return s
     }
 
+    /// The same text as ``description``.
     public var errorDescription: String? { description }
 }

@@ -26,7 +26,7 @@ public actor Channel {
         })
     }
 
-    /// Opens the channel. Throws ``SwitchboardError`` (e.g. kind `.handshakeRejected` with
+    /// Opens the channel. Throws `SwitchboardError` (e.g. kind `.handshakeRejected` with
     /// `httpStatus` 401 for a bad token).
     public static func connect(_ endpoint: ChannelEndpoint,
                                group: EventLoopGroup? = nil) async throws(SwitchboardError) -> Channel {
@@ -35,7 +35,7 @@ public actor Channel {
         return Channel(endpoint: endpoint, adapter: adapter, lines: lines)
     }
 
-    /// Sends one command line. Throws ``SwitchboardError`` `.notConnected` once closed.
+    /// Sends one command line. Throws `SwitchboardError` `.notConnected` once closed.
     public func send(_ command: ChannelCommand) async throws(SwitchboardError) {
         try await adapter.send(command: command)
     }
@@ -64,6 +64,7 @@ public actor Channel {
 }
 
 extension Channel: CustomStringConvertible {
+    /// `Channel(<redacted URL>)`: the endpoint's URL with secret-looking query values redacted and no headers.
     public nonisolated var description: String { "Channel(\(endpoint.redactedURL))" }
 }
 

@@ -54,7 +54,9 @@ public enum ChannelCommand: SocketCommand, Sendable, Equatable, Hashable {
 
     /// Why a line is not a valid command (for servers).
     public struct DecodingError: Error, Sendable, Equatable, CustomStringConvertible {
+        /// What is wrong with the line, e.g. `missing "type"` or `message: missing data.content`.
         public let reason: String
+        /// The ``reason``.
         public var description: String { reason }
     }
 
@@ -85,6 +87,7 @@ public enum ChannelCommand: SocketCommand, Sendable, Equatable, Hashable {
         }
     }
 
+    /// Parses a command line given as a string; see ``init(line:)-(Data)``.
     public init(line: String) throws(DecodingError) {
         try self.init(line: Data(line.utf8))
     }

@@ -2,13 +2,14 @@ import Foundation
 import Switchboard
 import SwitchboardCore
 
-/// Errors of the channel layer that are not transport errors (those are ``SwitchboardError``).
+/// Errors of the channel layer that are not transport errors (those are `SwitchboardError`).
 public enum ChannelError: Error, Sendable, Equatable, CustomStringConvertible, LocalizedError {
     /// The base URL is not a host-only `ws`/`wss`/`http`/`https` URL.
     case invalidBaseURL(reason: String)
     /// The session id is empty.
     case invalidSessionID(reason: String)
 
+    /// A short English explanation, naming the case.
     public var description: String {
         switch self {
         case .invalidBaseURL(let reason): "ChannelError.invalidBaseURL: \(reason)"
@@ -16,6 +17,7 @@ public enum ChannelError: Error, Sendable, Equatable, CustomStringConvertible, L
         }
     }
 
+    /// The same text as ``description``.
     public var errorDescription: String? { description }
 }
 
@@ -28,27 +30,48 @@ public enum ChannelError: Error, Sendable, Equatable, CustomStringConvertible, L
 /// The request is `GET /v1/ws?session_id=<id>` with `Authorization: Bearer <token>`; the session
 /// id is percent-encoded with the RFC 3986 unreserved set. The token never appears in
 /// `description`, `debugDescription`, `String(reflecting:)`, `dump` or string interpolation;
-/// these show ``SocketEndpoint/redactedURL``, e.g. `ws://127.0.0.1:8090/v1/ws?session_id=a%20b`.
+/// these show `redactedURL`, e.g. `ws://127.0.0.1:8090/v1/ws?session_id=a%20b`.
 public struct ChannelEndpoint: SocketEndpoint, CustomStringConvertible, CustomDebugStringConvertible,
     CustomReflectable {
     /// The request path of the channel.
     public static let channelPath = "/v1/ws"
 
+    /// `.ws` for a `ws://` or `http://` base URL, `.wss` for `wss://` or `https://`.
     public let scheme: SocketScheme
+    /// The host of the base URL (IPv6 literals without brackets).
     public let host: String
+    /// The port of the base URL, or 443 for `wss`, 80 for `ws`.
     public let port: Int
+    /// The session id, as given (it is percent-encoded only in the request target).
     public let sessionID: String
+    /// Client TLS settings, used for `wss`.
     public let tls: TLSConfiguration
+    /// TCP connect timeout per address.
     public var connectTimeout: Duration
+    /// Limits and timeouts of the connection.
     public var configuration: WebSocketConfiguration
     private let token: Secret?
 
+    /// Creates the endpoint of session `sessionID` on the server at `baseURL`.
+    ///
+    /// Creates the endpoint of session `sessionID` on the server at `baseURL`.
+    ///
     /// - Parameters:
     ///   - baseURL: `ws://`, `wss://`, `http://` (→ ws) or `https://` (→ wss) with host and
     ///     optional port only; a path other than `""`/`"/"`, a query, a fragment or user info
     ///     throws ``ChannelError/invalidBaseURL(reason:)``.
     ///   - sessionID: any non-empty string; it is percent-encoded for you.
     ///   - token: bearer token, sent as `Authorization: Bearer <token>` (nil: no header).
+    ///     A token containing CR, LF or NUL throws ``ChannelError/invalidBaseURL(reason:)``.
+    ///   - tls: client TLS settings for `wss` (default: verify the chain and the host name).
+    ///   - connectTimeout: TCP connect timeout per address.
+    ///   - configuration: limits and timeouts of the connection.
+    /// - Throws: ``ChannelError`` for a bad base URL, an empty session id or a bad token.
+    ///     A token containing CR, LF or NUL throws ``ChannelError/invalidBaseURL(reason:)``.
+    ///   - tls: client TLS settings for `wss` (default: verify the chain and the host name).
+    ///   - connectTimeout: TCP connect timeout per address.
+    ///   - configuration: limits and timeouts of the connection.
+    /// - Throws: ``ChannelError`` for a bad base URL, an empty session id or a bad token.
     public init(baseURL: String, sessionID: String, token: String?, tls: TLSConfiguration = .default,
                 connectTimeout: Duration = .seconds(10),
                 configuration: WebSocketConfiguration = .default) throws(ChannelError) {
@@ -94,8 +117,11 @@ public struct ChannelEndpoint: SocketEndpoint, CustomStringConvertible, CustomDe
         self.configuration = configuration
     }
 
+    /// Always ``channelPath``, `/v1/ws`.
     public var path: String { Self.channelPath }
+    /// One item, `session_id`, encoded with the RFC 3986 unreserved set when the request is made.
     public var queryItems: [(name: String, value: String)] { [("session_id", sessionID)] }
+    /// `Authorization: Bearer <token>` when a token is set; otherwise none.
     public var headers: [(name: String, value: String)] {
         token.map { [("Authorization", "Bearer \($0.value)")] } ?? []
     }
@@ -103,12 +129,15 @@ public struct ChannelEndpoint: SocketEndpoint, CustomStringConvertible, CustomDe
     /// Whether a bearer token is configured (the token itself is not exposed).
     public var hasToken: Bool { token != nil }
 
+    /// `ChannelEndpoint(<redacted URL>, token: <redacted>)` (or `token: none`): never the token.
     public var description: String {
         "ChannelEndpoint(\(redactedURL), token: \(token == nil ? "none" : "<redacted>"))"
     }
 
+    /// The same text as ``description``: never the token.
     public var debugDescription: String { description }
 
+    /// A mirror with the redacted URL and `token: <redacted>` (or `none`), so `dump` never shows the token.
     public var customMirror: Mirror {
         Mirror(self, children: ["url": redactedURL, "token": token == nil ? "none" : "<redacted>"],
                displayStyle: .struct)

@@ -4,12 +4,16 @@ import Foundation
 
 /// How a turn ended (`result.subtype`).
 public enum ResultSubtype: Sendable, Equatable, Hashable, CustomStringConvertible {
+    /// The turn completed.
     case success
+    /// The turn was cancelled by a `cancel` command or pre-empted by a new `message`.
     case cancelled
+    /// The turn failed.
     case error
     /// A subtype this client does not know.
     case other(String)
 
+    /// Creates a subtype from its wire name; unknown names become ``other(_:)``.
     public init(rawValue: String) {
         switch rawValue {
         case "success": self = .success
@@ -19,6 +23,7 @@ public enum ResultSubtype: Sendable, Equatable, Hashable, CustomStringConvertibl
         }
     }
 
+    /// The wire name (`success`, `cancelled`, `error`, or the unknown name).
     public var rawValue: String {
         switch self {
         case .success: "success"
@@ -28,6 +33,7 @@ public enum ResultSubtype: Sendable, Equatable, Hashable, CustomStringConvertibl
         }
     }
 
+    /// The wire name, as ``rawValue``.
     public var description: String { rawValue }
 }
 
@@ -106,6 +112,7 @@ public enum ChannelEvent: Sendable, Equatable, Hashable {
         }
     }
 
+    /// Decodes one line given as a string; see ``init(line:)-(Data)``.
     public init(line: String) {
         self.init(line: Data(line.utf8))
     }

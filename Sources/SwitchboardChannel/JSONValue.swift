@@ -7,13 +7,20 @@ import Foundation
 /// Numbers are `Double` (JSON has one number type). Encoding via ``jsonText`` is compact,
 /// one line, with object keys sorted, so it is deterministic.
 public enum JSONValue: Codable, Sendable, Equatable, Hashable {
+    /// A JSON object (member order is not kept).
     case object([String: JSONValue])
+    /// A JSON array.
     case array([JSONValue])
+    /// A JSON string.
     case string(String)
+    /// A JSON number (integers beyond 2^53 lose precision).
     case number(Double)
+    /// `true` or `false`.
     case bool(Bool)
+    /// `null`.
     case null
 
+    /// Decodes any JSON value from a single-value container.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
@@ -33,6 +40,7 @@ public enum JSONValue: Codable, Sendable, Equatable, Hashable {
         }
     }
 
+    /// Encodes the value into a single-value container.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         switch self {
@@ -50,11 +58,17 @@ public enum JSONValue: Codable, Sendable, Equatable, Hashable {
         self = try JSONDecoder().decode(JSONValue.self, from: data)
     }
 
+    /// The string, if this is a ``string(_:)``.
     public var stringValue: String? { if case .string(let s) = self { s } else { nil } }
+    /// The number, if this is a ``number(_:)``.
     public var numberValue: Double? { if case .number(let n) = self { n } else { nil } }
+    /// The Boolean, if this is a ``bool(_:)``.
     public var boolValue: Bool? { if case .bool(let b) = self { b } else { nil } }
+    /// The elements, if this is an ``array(_:)``.
     public var arrayValue: [JSONValue]? { if case .array(let a) = self { a } else { nil } }
+    /// The members, if this is an ``object(_:)``.
     public var objectValue: [String: JSONValue]? { if case .object(let o) = self { o } else { nil } }
+    /// Whether this is ``null``.
     public var isNull: Bool { self == .null }
 
     /// The member `key` of an object (nil for other values or a missing key).
@@ -95,14 +109,21 @@ public enum JSONValue: Codable, Sendable, Equatable, Hashable {
 
 extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
     ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByNilLiteral {
+    /// `"text"` is ``string(_:)``.
     public init(stringLiteral value: String) { self = .string(value) }
+    /// `42` is ``number(_:)``.
     public init(integerLiteral value: Int) { self = .number(Double(value)) }
+    /// `0.5` is ``number(_:)``.
     public init(floatLiteral value: Double) { self = .number(value) }
+    /// `true` is ``bool(_:)``.
     public init(booleanLiteral value: Bool) { self = .bool(value) }
+    /// `[1, "a"]` is ``array(_:)``.
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    /// `["k": 1]` is ``object(_:)``; for a repeated key the last value wins.
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
         self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
     }
+    /// `nil` is ``null``.
     public init(nilLiteral: ()) { self = .null }
 }
 

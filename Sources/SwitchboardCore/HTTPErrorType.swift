@@ -17,10 +17,13 @@ public struct HTTPErrorType: RawRepresentable, Sendable, Hashable, ExpressibleBy
     /// The name as it appears in the body, e.g. `invalid_request_error`.
     public var rawValue: String
 
+    /// Creates a type from its name as it appears in the body (not validated).
     public init(rawValue: String) { self.rawValue = rawValue }
 
+    /// Creates a type from a string literal: `"billing_error"`.
     public init(stringLiteral value: String) { self.rawValue = value }
 
+    /// The name, as in the body.
     public var description: String { rawValue }
 
     /// The request is malformed or not a valid WebSocket upgrade (400, 405, 408, 426, 431).

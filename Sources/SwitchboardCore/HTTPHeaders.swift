@@ -64,6 +64,7 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
     /// The number of fields (duplicates counted separately).
     public var count: Int { fields.count }
 
+    /// Iterates over the fields in order, duplicates included.
     public func makeIterator() -> IndexingIterator<[Element]> { fields.makeIterator() }
 
     /// Equal when both hold the same fields in the same order; names compare

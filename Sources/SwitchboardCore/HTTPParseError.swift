@@ -65,6 +65,7 @@ public struct HTTPParseError: Error, Sendable, Equatable, CustomStringConvertibl
         }
     }
 
+    /// A short English explanation, e.g. `HTTP head exceeds the size limit`.
     public var description: String {
         switch kind {
         case .headTooLarge: return "HTTP head exceeds the size limit"

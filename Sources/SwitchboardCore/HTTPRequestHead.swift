@@ -9,6 +9,7 @@ public struct HTTPRequestHead: Sendable, Equatable {
     /// The header fields, in order.
     public var headers: HTTPHeaders
 
+    /// Creates a request head from its parts, as given (nothing is validated or normalized).
     public init(method: String, target: String, version: String = "HTTP/1.1", headers: HTTPHeaders = HTTPHeaders()) {
         self.method = method
         self.target = target

@@ -1,6 +1,6 @@
 /// Incremental, bounded parser of one HTTP/1.x request head (RFC 9112 §2–§5).
 ///
-/// Feed chunks as they arrive with ``parse(_:)``. The parser buffers at most
+/// Feed chunks as they arrive with ``parse(_:)-([UInt8])``. The parser buffers at most
 /// ``HTTPParseLimits/maxHeaderBytes`` and reports exactly how many bytes of the completing
 /// chunk belonged to the head, so bytes after the head (a pipelined request, or WebSocket
 /// frames sent optimistically) stay with the caller. It never reads a body.
@@ -16,6 +16,7 @@
 public struct HTTPRequestParser: Sendable {
     private var scanner: HTTPHeadScanner<RequestKind>
 
+    /// Creates a parser that enforces `limits` (head size and field count).
     public init(limits: HTTPParseLimits = .default) {
         scanner = HTTPHeadScanner(limits: limits)
     }

@@ -15,6 +15,7 @@ public struct HTTPResponse: Sendable, Equatable {
     /// The body; not sent for 1xx, 204 and 304 responses, which cannot carry one (RFC 9110 §6.4.1).
     public var body: [UInt8]
 
+    /// Creates a response; ``reason`` is the standard phrase of `status` (``reasonPhrase(for:)``).
     public init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = []) {
         self.status = status
         self.reason = Self.reasonPhrase(for: status)

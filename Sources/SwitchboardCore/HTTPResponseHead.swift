@@ -9,6 +9,7 @@ public struct HTTPResponseHead: Sendable, Equatable {
     /// The header fields, in order.
     public var headers: HTTPHeaders
 
+    /// Creates a response head from its parts, as given (nothing is validated).
     public init(version: String = "HTTP/1.1", status: Int, reason: String = "", headers: HTTPHeaders = HTTPHeaders()) {
         self.version = version
         self.status = status

@@ -8,6 +8,7 @@
 public struct HTTPResponseParser: Sendable {
     private var scanner: HTTPHeadScanner<ResponseKind>
 
+    /// Creates a parser that enforces `limits` (head size and field count).
     public init(limits: HTTPParseLimits = .default) {
         scanner = HTTPHeadScanner(limits: limits)
     }

@@ -50,6 +50,8 @@ public struct LineBuffer: Sendable {
     ///   (chat messages, events, model outputs are KiB-sized), small enough that a peer that
     ///   never sends a newline costs at most 1 MiB per connection before it is cut off.
     ///   Negative values are treated as 0.
+    /// - Parameter emptyLines: whether lines that are empty once the terminator is removed are
+    ///   skipped (default) or returned as `[]`.
     public init(maxLineLength: Int = 1 << 20, emptyLines: EmptyLinePolicy = .skip) {
         self.maxLineLength = max(0, maxLineLength)
         self.emptyLines = emptyLines

@@ -21,6 +21,7 @@ public struct LineBufferError: Error, Sendable, Equatable, CustomStringConvertib
         }
     }
 
+    /// A short English explanation including the limit.
     public var description: String {
         switch kind {
         case .lineTooLong(let limit): return "line exceeds the limit of \(limit) bytes"

@@ -16,6 +16,7 @@ public struct UTF8Validator: Sendable {
     @usableFromInline var upper: UInt8 = 0xBF
     @usableFromInline var failed = false
 
+    /// Creates a validator at the start of the input (nothing pending, not failed).
     @inlinable
     public init() {}
 

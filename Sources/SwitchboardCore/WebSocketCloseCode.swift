@@ -3,8 +3,11 @@
 /// Open struct with named statics: application codes (3000–4999) and codes registered after
 /// this library was written stay representable.
 public struct WebSocketCloseCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The numeric code as on the wire.
     public let rawValue: UInt16
 
+    /// Creates a code from any value, without checking it; see
+    /// ``init(validatingWireCode:)`` for codes read off the wire.
     public init(rawValue: UInt16) { self.rawValue = rawValue }
 
     /// Creates a code read from a close frame, or `nil` if that code must never appear on the
@@ -58,6 +61,7 @@ public struct WebSocketCloseCode: RawRepresentable, Hashable, Sendable, CustomSt
     /// 1015: reserved; TLS handshake failure. Never sent.
     public static let tlsHandshakeFailure = Self(rawValue: 1015)
 
+    /// The code and its name, e.g. `1000 (normal closure)`.
     public var description: String {
         let name: String
         switch rawValue {

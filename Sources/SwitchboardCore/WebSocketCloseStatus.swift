@@ -8,6 +8,7 @@ public struct WebSocketCloseStatus: Equatable, Sendable {
     /// Non-nil when we failed the connection because the peer broke the protocol.
     public var error: WebSocketProtocolError?
 
+    /// Creates a status from a close code, a reason and the protocol error that caused it, if any.
     public init(code: WebSocketCloseCode, reason: String = "", error: WebSocketProtocolError? = nil) {
         self.code = code
         self.reason = reason

@@ -102,6 +102,7 @@ public struct WebSocketHandshakeError: Error, Sendable, Equatable, CustomStringC
         }
     }
 
+    /// A short English explanation (the HTTP status for a rejection).
     public var description: String {
         let text: String
         switch kind {

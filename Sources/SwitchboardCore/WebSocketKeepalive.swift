@@ -2,7 +2,7 @@
 /// decides when to ping and when the peer is dead (RFC 6455 §5.5.2–5.5.3).
 ///
 /// Time is a monotonic count of nanoseconds chosen by the caller. After ``start(now:)`` and
-/// after every ``tick(now:)``, arm the timer for ``nextDeadline`` (nil: nothing to wait for).
+/// after every ``tick(now:reading:)``, arm the timer for ``nextDeadline`` (nil: nothing to wait for).
 ///
 /// - A ping goes out every `interval`, unless the previous one is still unanswered.
 /// - A ping unanswered after `timeout` gives ``Action/timedOut``: the peer is gone. Unless we
@@ -15,7 +15,7 @@
 /// Ping payloads are an 8-byte big-endian counter, so a pong answering an older ping cannot be
 /// mistaken for the answer to the current one.
 public struct WebSocketKeepalive: Sendable, Equatable {
-    /// What the caller must do after ``tick(now:)``.
+    /// What the caller must do after ``tick(now:reading:)``.
     public enum Action: Equatable, Sendable {
         /// Write a ping with this payload.
         case sendPing([UInt8])
@@ -42,6 +42,7 @@ public struct WebSocketKeepalive: Sendable, Equatable {
         self.timeout = max(1, timeout)
     }
 
+    /// Equal when both have the same settings and the same state (next ping, outstanding ping, counter).
     public static func == (a: Self, b: Self) -> Bool {
         a.interval == b.interval && a.timeout == b.timeout && a.nextPingAt == b.nextPingAt
             && a.outstanding?.payload == b.outstanding?.payload && a.outstanding?.sentAt == b.outstanding?.sentAt
@@ -60,7 +61,7 @@ public struct WebSocketKeepalive: Sendable, Equatable {
         outstanding = nil
     }
 
-    /// When the caller must call ``tick(now:)`` next, or nil when nothing is scheduled.
+    /// When the caller must call ``tick(now:reading:)`` next, or nil when nothing is scheduled.
     public var nextDeadline: UInt64? {
         guard let nextPingAt else { return nil }
         if let outstanding { return min(nextPingAt, outstanding.pongDue) }
@@ -73,6 +74,7 @@ public struct WebSocketKeepalive: Sendable, Equatable {
     /// Advances to `now`: returns the action due, if any. Call when the timer fires (early or
     /// late calls are fine: nothing is due before its deadline).
     ///
+    /// - Parameter now: the current time, in nanoseconds of the caller's monotonic clock.
     /// - Parameter reading: whether the caller is reading the peer's frames at this moment.
     ///   When it is not, an overdue pong restarts its wait instead of timing out.
     public mutating func tick(now: UInt64, reading: Bool = true) -> Action? {

@@ -6,6 +6,8 @@
 public enum WebSocketMasking {
     /// XORs `buffer` in place with `key`.
     ///
+    /// - Parameter key: the frame's masking key.
+    /// - Parameter buffer: the payload bytes to mask or unmask, in place.
     /// - Parameter phase: the index, within the whole masked payload, of the first byte of
     ///   `buffer`. A payload that arrives in several reads is unmasked piecewise by passing the
     ///   number of payload bytes already processed. Only `phase mod 4` matters; any integer

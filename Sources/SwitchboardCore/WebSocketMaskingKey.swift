@@ -5,10 +5,13 @@
 /// The core has no randomness of its own: callers pass the generator (a CSPRNG such as
 /// `SystemRandomNumberGenerator` in production, a fixed sequence in tests).
 public struct WebSocketMaskingKey: Hashable, Sendable, CustomStringConvertible {
-    /// The key bytes in wire order.
+    /// The first key byte on the wire, applied to payload bytes 0, 4, 8, …
     public var b0: UInt8
+    /// The second key byte on the wire, applied to payload bytes 1, 5, 9, …
     public var b1: UInt8
+    /// The third key byte on the wire, applied to payload bytes 2, 6, 10, …
     public var b2: UInt8
+    /// The fourth key byte on the wire, applied to payload bytes 3, 7, 11, …
     public var b3: UInt8
 
     /// Creates a key from its four bytes in wire order.
@@ -53,6 +56,7 @@ public struct WebSocketMaskingKey: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The four key bytes in hex, e.g. `WebSocketMaskingKey(37 fa 21 3d)`.
     public var description: String {
         let hex = [b0, b1, b2, b3].map { byte in
             let digits = String(byte, radix: 16)

@@ -416,12 +416,13 @@ public struct WebSocketProtocol: Sendable {
     }
 
     /// Server role: appends only the header of a data message to `buffer`, after the same checks
-    /// as ``writeMessage(_:payload:into:using:)``; the caller sends `payload` itself right after
-    /// it. Server frames are unmasked (§5.1), so a large payload can go to the socket as it is,
-    /// without being copied into the buffer.
+    /// as ``writeMessage(_:payload:into:using:)-(_,UnsafeRawBufferPointer,_,_)``; the caller
+    /// sends `payload` itself right after it. Server frames are unmasked (§5.1), so a large
+    /// payload can go to the socket as it is, without being copied into the buffer.
     ///
-    /// - Throws: as ``writeMessage(_:payload:into:using:)``, and `.invalidArgument` as a client
-    ///   (its payload must be masked: use ``writeMessage(_:payload:into:using:)``).
+    /// - Throws: as ``writeMessage(_:payload:into:using:)-(_,UnsafeRawBufferPointer,_,_)``, and
+    ///   `.invalidArgument` as a client (its payload must be masked: use
+    ///   ``writeMessage(_:payload:into:using:)-(_,UnsafeRawBufferPointer,_,_)``).
     public mutating func writeMessageHeader(_ opcode: WebSocketOpcode, payload: UnsafeRawBufferPointer, into buffer: inout [UInt8]) throws(WebSocketStateError) {
         guard role == .server else { throw .invalidArgument }
         try checkMessage(opcode, payload: payload)

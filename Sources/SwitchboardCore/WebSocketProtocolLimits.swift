@@ -18,6 +18,7 @@ public struct WebSocketProtocolLimits: Sendable, Equatable {
     /// buffering. Negative values act as 0.
     public var maxMessageSize: Int
 
+    /// Creates limits; both default to 16 MiB.
     public init(maxFrameSize: Int = 16 << 20, maxMessageSize: Int = 16 << 20) {
         self.maxFrameSize = maxFrameSize
         self.maxMessageSize = maxMessageSize

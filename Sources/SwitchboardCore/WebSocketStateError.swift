@@ -9,6 +9,7 @@ public enum WebSocketStateError: Error, Equatable, Sendable, CustomStringConvert
     /// message, or text that is not valid UTF-8.
     case invalidArgument
 
+    /// A short English explanation.
     public var description: String {
         switch self {
         case .notOpen: return "the WebSocket connection is not open"

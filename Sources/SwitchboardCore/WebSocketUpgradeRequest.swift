@@ -11,6 +11,8 @@ public struct WebSocketUpgradeRequest: Sendable, Equatable {
     /// stop cross-site WebSocket hijacking (RFC 6455 §10.2).
     public var origin: String?
 
+    /// Creates an upgrade request from a head and its extracted handshake fields. Normally made
+    /// by ``WebSocketServerHandshake/classify(_:)``, which validates them; this initializer does not.
     public init(head: HTTPRequestHead, key: String, subprotocols: [String] = [], origin: String? = nil) {
         self.head = head
         self.key = key

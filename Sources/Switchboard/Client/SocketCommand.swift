@@ -19,6 +19,8 @@ extension SocketCommand {
 public protocol JSONSocketCommand: SocketCommand, Encodable {}
 
 extension JSONSocketCommand {
+    /// The value encoded as compact JSON with sorted keys and unescaped slashes (`{}` if encoding
+    /// fails); one line, since compact JSON never contains a raw newline.
     public var message: String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

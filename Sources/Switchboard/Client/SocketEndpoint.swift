@@ -9,6 +9,9 @@ import SwitchboardCore
 public protocol SocketEndpoint: Sendable {
     /// `.ws` or `.wss` (default `.wss`).
     var scheme: SocketScheme { get }
+    /// The host name or IP address to connect to (IPv6 without brackets); the only requirement
+    /// without a default. Also used for SNI and certificate verification unless
+    /// ``TLSConfiguration/serverNameOverride`` is set.
     var host: String { get }
     /// Default: 80 for `ws`, 443 for `wss`.
     var port: Int { get }
@@ -32,24 +35,37 @@ public protocol SocketEndpoint: Sendable {
 
 /// `ws` (plain TCP) or `wss` (TLS).
 public enum SocketScheme: String, Sendable {
-    case ws, wss
+    /// `ws`: plain TCP, default port 80.
+    case ws
+    /// `wss`: TLS, default port 443.
+    case wss
 }
 
 extension SocketEndpoint {
+    /// Default: `.wss`.
     public var scheme: SocketScheme { .wss }
+    /// Default: 443 for `wss`, 80 for `ws`.
     public var port: Int { scheme == .wss ? 443 : 80 }
+    /// Default: `/`.
     public var path: String { "/" }
+    /// Default: none.
     public var queryItems: [(name: String, value: String)] { [] }
+    /// Default: none.
     public var headers: [(name: String, value: String)] { [] }
+    /// Default: ``TLSConfiguration/default`` (verify the chain and the host name).
     public var tls: TLSConfiguration { .default }
+    /// Default: none offered.
     public var subprotocols: [String] { [] }
+    /// Default: no `Origin` header.
     public var origin: String? { nil }
+    /// Default: 10 seconds.
     public var connectTimeout: Duration { .seconds(10) }
+    /// Default: ``WebSocketConfiguration/default``.
     public var configuration: WebSocketConfiguration { .default }
 
     /// The URL for descriptions and logs: `ws[s]://host:port/path?query` with the value of every
-    /// secret query item (``URLRedaction``, e.g. `token=<redacted>`) hidden; IPv6 hosts in
-    /// brackets. Headers are never part of it.
+    /// secret query item (`URLRedaction` in `SwitchboardCore`, e.g. `token=<redacted>`) hidden;
+    /// IPv6 hosts in brackets. Headers are never part of it.
     public var redactedURL: String {
         let bracketedHost = host.contains(":") ? "[\(host)]" : host
         return URLRedaction.redacting("\(scheme.rawValue)://\(bracketedHost):\(port)\(requestTarget)")

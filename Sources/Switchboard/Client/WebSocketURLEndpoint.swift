@@ -3,20 +3,35 @@ import SwitchboardCore
 
 /// A ready-made endpoint from a `ws://` or `wss://` URL.
 public struct WebSocketURLEndpoint: SocketEndpoint {
+    /// The URL's scheme.
     public var scheme: SocketScheme
+    /// The URL's host (IPv6 literals without brackets).
     public var host: String
+    /// The URL's port, or 443 for `wss`, 80 for `ws`.
     public var port: Int
+    /// The URL's path and query as written (already percent-encoded); `/` when the URL has no path.
     public var path: String
+    /// More query items, appended (encoded) after the URL's own query; empty after parsing.
     public var queryItems: [(name: String, value: String)]
+    /// Extra request headers; values never appear in descriptions.
     public var headers: [(name: String, value: String)]
+    /// Client TLS settings for `wss`.
     public var tls: TLSConfiguration
+    /// Subprotocols to offer, in preference order.
     public var subprotocols: [String]
+    /// `Origin` header to send, if any.
     public var origin: String?
+    /// TCP connect timeout per address.
     public var connectTimeout: Duration
+    /// Limits and timeouts of the connection.
     public var configuration: WebSocketConfiguration
 
     /// Parses `ws[s]://host[:port][/path][?query]`. The path and query are kept as written
     /// (already encoded); add more with ``queryItems``.
+    ///
+    /// - Throws: ``SwitchboardError`` of kind `.invalidArgument` for a scheme other than `ws`
+    ///   or `wss`, a missing host, or a fragment. The message shows the URL with secret query
+    ///   values redacted.
     public init(url: String, headers: [(name: String, value: String)] = [], tls: TLSConfiguration = .default,
                 subprotocols: [String] = [], origin: String? = nil, connectTimeout: Duration = .seconds(10),
                 configuration: WebSocketConfiguration = .default) throws(SwitchboardError) {
@@ -46,15 +61,17 @@ public struct WebSocketURLEndpoint: SocketEndpoint {
 
 extension WebSocketURLEndpoint: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// ``SocketEndpoint/redactedURL`` and the header *names* only: header values (bearer tokens,
-    /// cookies) and secret query values (`token=<redacted>`, see ``URLRedaction``) never appear
-    /// in descriptions, logs or debugger output.
+    /// cookies) and secret query values (`token=<redacted>`, see `URLRedaction` in
+    /// `SwitchboardCore`) never appear in descriptions, logs or debugger output.
     public var description: String {
         let names = headers.map(\.name)
         return redactedURL + (names.isEmpty ? "" : " headers: [\(names.joined(separator: ", "))] (values redacted)")
     }
 
+    /// `WebSocketURLEndpoint(<description>)`: no header values, no secret query values.
     public var debugDescription: String { "WebSocketURLEndpoint(\(description))" }
 
+    /// A mirror with the redacted URL and the header names only, so `dump` shows no secrets.
     public var customMirror: Mirror {
         Mirror(self, children: ["url": redactedURL, "headerNames": headers.map(\.name)], displayStyle: .struct)
     }

@@ -17,6 +17,8 @@ public struct WebSocketConfiguration: Sendable, Equatable {
     /// Bytes of received, undelivered messages above which the connection stops reading the
     /// socket (default 1 MiB); reading resumes below ``inboundLowWaterMark`` (default 256 KiB).
     public var inboundHighWaterMark: Int = 1 << 20
+    /// Bytes of received, undelivered messages at or below which a connection that stopped
+    /// reading the socket reads again (default 256 KiB); see ``inboundHighWaterMark``.
     public var inboundLowWaterMark: Int = 256 << 10
 
     /// Bytes queued for the socket above which `send` waits (or fails, see ``sendPolicy``),
@@ -25,6 +27,8 @@ public struct WebSocketConfiguration: Sendable, Equatable {
     /// or below ``outboundLowWaterMark`` (default 256 KiB). Every byte for the socket counts:
     /// data, pings, pongs, close frames, the HTTP handshake.
     public var outboundHighWaterMark: Int = 1 << 20
+    /// Bytes queued for the socket at or below which waiting senders resume and a callback
+    /// route's connection reads the peer again (default 256 KiB); see ``outboundHighWaterMark``.
     public var outboundLowWaterMark: Int = 256 << 10
 
     /// The hard cap of the outbound queue, in bytes (default 16 MiB): a message offered with
@@ -41,6 +45,7 @@ public struct WebSocketConfiguration: Sendable, Equatable {
         /// Throw ``SwitchboardError`` of kind `.limitExceeded` at once.
         case fail
     }
+    /// What `send` does above ``outboundHighWaterMark`` (default ``SendPolicy/suspend``).
     public var sendPolicy: SendPolicy = .suspend
 
     /// How long to wait for the peer's close frame (and, for clients, the server's TCP close)
@@ -59,8 +64,11 @@ public struct WebSocketConfiguration: Sendable, Equatable {
     /// How long the opening handshake (TCP connect excluded for clients) may take (default 10 s).
     public var handshakeTimeout: Duration = .seconds(10)
 
+    /// Creates a configuration with every default; change the properties you need.
     public init() {}
 
+    /// Every default: 16 MiB frames and messages, 1 MiB lines, 1 MiB / 256 KiB water marks,
+    /// 16 MiB outbound limit, 20 s pings and pong timeout, 10 s handshake and close timeouts.
     public static let `default` = WebSocketConfiguration()
 }
 

@@ -9,20 +9,30 @@ import SwitchboardCore
 /// loop and only suspends when no message is queued. Cancelling the iterating task ends the
 /// sequence and closes the connection with 1001.
 public struct WebSocketMessageSequence: AsyncSequence, Sendable {
+    /// One whole message, text or binary.
     public typealias Element = WebSocketMessage
+    /// Iteration never throws: the sequence just ends when the connection has closed.
     public typealias Failure = Never
 
     let connection: WebSocketConnection
 
+    /// Creates the iterator. Iterate from one task at a time: a second task waiting on the same
+    /// connection meanwhile sees its sequence end (nil).
     public func makeAsyncIterator() -> Iterator { Iterator(connection: connection) }
 
+    /// The iterator of ``WebSocketMessageSequence``: each `next` takes the connection's next
+    /// received message, waiting for one if none is queued.
     public struct Iterator: AsyncIteratorProtocol {
         let connection: WebSocketConnection
 
+        /// The next message, or nil once the connection has closed and every message was
+        /// delivered; cancelling the waiting task ends the sequence and closes with 1001.
         public mutating func next(isolation actor: isolated (any Actor)?) async -> WebSocketMessage? {
             await connection.nextMessage()
         }
 
+        /// The next message, or nil once the connection has closed and every message was
+        /// delivered; cancelling the waiting task ends the sequence and closes with 1001.
         public mutating func next() async -> WebSocketMessage? {
             await connection.nextMessage()
         }

@@ -352,22 +352,30 @@ public final class EventLoop: @unchecked Sendable {
 }
 
 extension EventLoop: SerialExecutor, TaskExecutor {
+    /// Runs `job` on this loop's thread, never inline: called on the loop, it joins the loop's
+    /// local job queue; from another thread it is queued and the loop woken if it sleeps.
+    /// Jobs enqueued after ``shutdown()`` run on a fallback queue, so no task is lost.
     public func enqueue(_ job: consuming ExecutorJob) {
         enqueueJob(UnownedJob(job))
     }
 
+    /// This loop as the serial executor of the actors it runs (``WebSocketConnection``).
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
         UnownedSerialExecutor(ordinary: self)
     }
 
+    /// This loop as a task executor, for `withTaskExecutorPreference(_:operation:)` and
+    /// `Task(executorPreference:)`: nonisolated async code then runs on the loop's thread.
     public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
         UnownedTaskExecutor(ordinary: self)
     }
 
+    /// Traps (precondition failure) unless called on this loop's thread (``inEventLoop``).
     public func checkIsolated() {
         precondition(inEventLoop, "not on event loop \(name)")
     }
 
+    /// Whether `other` is this loop: one loop is one thread.
     public func isSameExclusiveExecutionContext(other: EventLoop) -> Bool {
         self === other
     }

@@ -11,11 +11,13 @@ public struct SocketError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The system call or step that failed.
     public var operation: String
 
+    /// Creates an error for `operation` (e.g. `"connect"`) that failed with `errno`.
     public init(errno: Int32, operation: String) {
         self.errno = errno
         self.operation = operation
     }
 
+    /// `<operation> failed: <strerror text> (errno <n>)`.
     public var description: String {
         "\(operation) failed: \(String(cString: strerror(errno))) (errno \(errno))"
     }

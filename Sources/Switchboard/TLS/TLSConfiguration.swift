@@ -27,7 +27,9 @@ public struct TLSConfiguration: Sendable, Equatable {
 
     /// The lowest TLS protocol version that will be negotiated.
     public enum MinimumVersion: Sendable, Equatable {
+        /// TLS 1.2 or later (the default).
         case tls12
+        /// TLS 1.3 only.
         case tls13
     }
 
@@ -38,14 +40,18 @@ public struct TLSConfiguration: Sendable, Equatable {
         /// Private key matching the leaf certificate (unencrypted PEM).
         public var privateKeyFile: String
 
+        /// Creates a client certificate from the paths of its PEM files (read when the TLS context is made).
         public init(certificateChainFile: String, privateKeyFile: String) {
             self.certificateChainFile = certificateChainFile
             self.privateKeyFile = privateKeyFile
         }
     }
 
+    /// Which CAs are trusted to identify the server (default ``TrustRoots/system``).
     public var trustRoots: TrustRoots
+    /// The lowest protocol version offered (default ``MinimumVersion/tls12``).
     public var minimumVersion: MinimumVersion
+    /// A certificate to present when the server asks for one (mutual TLS); nil: none.
     public var clientCertificate: ClientCertificate?
     /// ALPN protocols offered, in preference order. Each must be 1...255 bytes.
     /// An empty list disables ALPN.
@@ -58,6 +64,7 @@ public struct TLSConfiguration: Sendable, Equatable {
     /// There is no other path to "accept anything". Intended for tests only.
     public var dangerouslyDisableCertificateVerification: Bool
 
+    /// Creates client settings; every default is the secure one (see the properties).
     public init(
         trustRoots: TrustRoots = .system,
         minimumVersion: MinimumVersion = .tls12,
@@ -89,8 +96,11 @@ public struct TLSServerConfiguration: Sendable, Equatable {
     public var certificateChainFile: String
     /// Private key matching the leaf certificate (unencrypted PEM).
     public var privateKeyFile: String
+    /// The lowest protocol version accepted (default ``TLSConfiguration/MinimumVersion/tls12``).
     public var minimumVersion: TLSConfiguration.MinimumVersion
 
+    /// Creates server settings from the paths of a PEM certificate chain and its private key
+    /// (read when the server starts: a bad file makes ``WebSocketServer/start()`` throw).
     public init(
         certificateChainFile: String,
         privateKeyFile: String,

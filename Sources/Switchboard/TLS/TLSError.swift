@@ -13,12 +13,14 @@ public struct TLSError: Error, Sendable, Equatable, CustomStringConvertible {
     /// failed (`X509_verify_cert_error_string(SSL_get_verify_result)`).
     public var verificationFailure: String?
 
+    /// Creates an error from a reason and, optionally, OpenSSL's error-queue entries and verification result.
     public init(message: String, openSSLErrors: [String] = [], verificationFailure: String? = nil) {
         self.message = message
         self.openSSLErrors = openSSLErrors
         self.verificationFailure = verificationFailure
     }
 
+    /// `TLSError: <message>`.
     public var description: String { "TLSError: \(message)" }
 }
 
