@@ -350,6 +350,7 @@ public actor SocketAdapter: SocketClient {
         ended = (await c.closeStatus, await c.error)
     }
 
+    /// The same as ``close(code:reason:)`` with 1000 (the ``SocketClient`` requirement).
     public func disconnect() async {
         await close()
     }

@@ -8,16 +8,16 @@ import SwitchboardCore
 /// An actor that runs on its connection's ``EventLoop`` (the loop is its executor), so bytes
 /// read from the socket are parsed and delivered without a thread hop. It is the glue between
 /// parts that each have one job:
-/// - the protocol core (``WebSocketProtocol``) decides every RFC 6455 rule, the close
+/// - the protocol core (`WebSocketProtocol`) decides every RFC 6455 rule, the close
 ///   handshake included;
-/// - the ``InboundQueue`` holds received messages for the application (reading stops above its
+/// - the `InboundQueue` holds received messages for the application (reading stops above its
 ///   high-water mark: the peer's TCP window fills instead of our memory);
-/// - the ``SocketChannel`` owns the one bounded outbound queue: every byte for the peer goes
+/// - the `SocketChannel` owns the one bounded outbound queue: every byte for the peer goes
 ///   through it; `send` waits above its high-water mark (so a task stops taking messages and
 ///   the inbound queue stops the reading), callback routes stop reading instead, and a ping
 ///   flood stops the reading in both styles;
-/// - ``WebSocketKeepalive`` decides when to ping and when the peer is dead;
-/// - ``LineReader`` turns messages into lines for ``lines()``.
+/// - `WebSocketKeepalive` decides when to ping and when the peer is dead;
+/// - `LineReader` turns messages into lines for ``lines()``.
 ///
 /// Receive with ``lines()`` (newline-delimited, one `Data` per line) **or** ``messages()`` /
 /// ``receive()`` (whole messages): both draw from the same queue, so use one per connection.
@@ -43,6 +43,7 @@ public actor WebSocketConnection: EventLoopTimerTarget {
     /// connection is what a connection keeps.
     private nonisolated let sharedConfiguration: SharedWebSocketConfiguration
 
+    /// The connection's event loop: the actor runs there, beside its socket.
     public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
 
     // State below is internal rather than private only so that this type's own extensions

@@ -4,7 +4,7 @@ import SwitchboardCore
 public enum WebSocketAuthDecision: Sendable {
     /// Upgrade; `userInfo` becomes ``WebSocketConnection/userInfo`` (e.g. the user id).
     case accept(userInfo: [String: String] = [:])
-    /// Refuse with this response (e.g. ``HTTPResponse/error(status:message:type:code:)``, 401/403).
+    /// Refuse with this response (e.g. `HTTPResponse.error(status:message:type:code:)`, 401/403).
     case reject(HTTPResponse)
 
     /// `401` with the JSON error body `{"error":{"message","type","code"}}`.

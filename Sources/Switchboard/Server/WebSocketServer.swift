@@ -506,7 +506,7 @@ public final class WebSocketServer: Sendable {
     public func subscriberCount(of topic: String) -> Int { topics.subscriberCount(topic) }
 
     /// Queues `message` on every subscriber of `topic` except `excluding`; never waits on a slow
-    /// subscriber (see ``TopicRegistry``). Returns how many subscribers it was queued on.
+    /// subscriber (a full outbound queue closes that subscriber with 1013). Returns how many subscribers it was queued on.
     ///
     /// Runs on the caller's executor (`nonisolated(nonsending)`): called from a route handler,
     /// the subscribers on the handler's loop are served inline, with no hop.
