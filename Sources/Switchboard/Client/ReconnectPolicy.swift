@@ -36,7 +36,7 @@ public struct ReconnectPolicy: Sendable, Equatable {
     public var reconnects: Bool { maxAttempts.map { $0 > 0 } ?? true }
 
     /// Backoff ceiling before attempt `attempt` (1-based).
-    public func ceiling(forAttempt attempt: Int) -> Duration {
+    package func ceiling(forAttempt attempt: Int) -> Duration {
         let shift = min(max(attempt - 1, 0), 30)
         let base = baseDelay.nanosecondsClamped
         let (scaled, overflow) = base.multipliedReportingOverflow(by: UInt64(1) << UInt64(shift))
@@ -46,14 +46,14 @@ public struct ReconnectPolicy: Sendable, Equatable {
     }
 
     /// A full-jitter delay for `attempt`.
-    public func delay<G: RandomNumberGenerator>(forAttempt attempt: Int, using rng: inout G) -> Duration {
+    package func delay<G: RandomNumberGenerator>(forAttempt attempt: Int, using rng: inout G) -> Duration {
         let ceiling = ceiling(forAttempt: attempt).nanosecondsClamped
         guard ceiling > 0 else { return .zero }
         return .nanoseconds(Int64(clamping: UInt64.random(in: 0...ceiling, using: &rng)))
     }
 
     /// Whether a connection that ended this way should be retried.
-    public static func isTransient(closeCode: WebSocketCloseCode?, error: SwitchboardError?) -> Bool {
+    package static func isTransient(closeCode: WebSocketCloseCode?, error: SwitchboardError?) -> Bool {
         if let error {
             switch error.kind {
             case .connect, .timedOut, .io, .dns: return true

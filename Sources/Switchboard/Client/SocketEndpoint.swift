@@ -72,7 +72,7 @@ extension SocketEndpoint {
     }
 
     /// Path plus encoded query: what goes on the request line.
-    public var requestTarget: String {
+    package var requestTarget: String {
         var target = path.isEmpty ? "/" : path
         let items = queryItems
         if !items.isEmpty {

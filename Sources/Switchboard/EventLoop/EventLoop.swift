@@ -107,7 +107,7 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     /// Whether the caller is running on this loop's thread.
-    public var inEventLoop: Bool {
+    package var inEventLoop: Bool {
         threadID.load(ordering: .relaxed) == currentThreadID()
     }
 
@@ -303,7 +303,7 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Stops the loop thread after the work already queued. Registered sockets are not closed:
     /// close them first. Jobs enqueued afterwards never run.
-    public func shutdown() {
+    package func shutdown() {
         execute { [self] in running = false }
     }
 

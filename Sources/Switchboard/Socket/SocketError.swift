@@ -12,7 +12,7 @@ public struct SocketError: Error, Sendable, Equatable, CustomStringConvertible {
     public var operation: String
 
     /// Creates an error for `operation` (e.g. `"connect"`) that failed with `errno`.
-    public init(errno: Int32, operation: String) {
+    package init(errno: Int32, operation: String) {
         self.errno = errno
         self.operation = operation
     }

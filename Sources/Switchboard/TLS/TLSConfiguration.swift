@@ -85,9 +85,6 @@ public struct TLSConfiguration: Sendable, Equatable {
     public static let `default` = TLSConfiguration()
 }
 
-/// Convenience spelling of ``TLSConfiguration/ClientCertificate``.
-public typealias TLSClientCertificate = TLSConfiguration.ClientCertificate
-
 /// Server-side TLS settings: a PEM certificate chain and private key, TLS 1.2
 /// minimum. ALPN `http/1.1` is selected when the client offers it (otherwise
 /// the handshake proceeds without ALPN). Client certificates are not requested.

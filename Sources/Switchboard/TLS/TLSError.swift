@@ -14,7 +14,7 @@ public struct TLSError: Error, Sendable, Equatable, CustomStringConvertible {
     public var verificationFailure: String?
 
     /// Creates an error from a reason and, optionally, OpenSSL's error-queue entries and verification result.
-    public init(message: String, openSSLErrors: [String] = [], verificationFailure: String? = nil) {
+    package init(message: String, openSSLErrors: [String] = [], verificationFailure: String? = nil) {
         self.message = message
         self.openSSLErrors = openSSLErrors
         self.verificationFailure = verificationFailure
