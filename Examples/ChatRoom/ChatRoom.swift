@@ -1,4 +1,3 @@
-import ChatRoomCore
 import ArgumentParser
 
 /// A multi-room chat server (WebSocket + SQLite history + a browser page) and a terminal client.

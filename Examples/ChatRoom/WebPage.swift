@@ -1,4 +1,3 @@
-import ChatRoomCore
 /// The browser client served at `GET /`: self-contained HTML, CSS and JS (no CDN). It opens a
 /// WebSocket to `/v1/ws` on the same host, passing `?token=` through from the page URL.
 enum WebPage {

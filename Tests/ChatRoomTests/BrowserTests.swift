@@ -1,6 +1,4 @@
 import Foundation
-import ChatRoomCore
-import SwitchboardTestSupport
 import Testing
 
 /// The page in a real browser: two headless Chromium windows via Selenium (Peers/browser_chat.py).

@@ -5,7 +5,6 @@ import FoundationNetworking
 import Switchboard
 import SwitchboardCore
 import ChatRoomCore
-import SwitchboardTestSupport
 import Testing
 
 /// End to end against the built `chat-room` binary: two Swift clients (SocketAdapter + ChatCommand)

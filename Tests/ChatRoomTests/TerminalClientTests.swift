@@ -1,6 +1,4 @@
 import Foundation
-import ChatRoomCore
-import SwitchboardTestSupport
 import Testing
 
 /// `chat-room join`, driven through its stdin and stdout.

@@ -1,6 +1,5 @@
 import Foundation
 import ChatRoomCore
-import SwitchboardTestSupport
 import Testing
 
 /// The rate limiter and the line validation, in isolation (their sources are shared with the

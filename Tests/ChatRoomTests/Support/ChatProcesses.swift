@@ -1,5 +1,4 @@
 import Foundation
-import ChatRoomCore
 import SwitchboardTestSupport
 import Synchronization
 import Testing

@@ -1,6 +1,4 @@
 import Foundation
-import ChatRoomCore
-import SwitchboardTestSupport
 
 enum Python {
     /// Fails (never skips) when python3 or a module is missing.

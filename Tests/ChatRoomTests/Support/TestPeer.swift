@@ -2,7 +2,6 @@ import Foundation
 import Switchboard
 import SwitchboardCore
 import ChatRoomCore
-import SwitchboardTestSupport
 
 /// A server event as the tests see it.
 struct Event: Decodable, Sendable, CustomStringConvertible {
