@@ -39,7 +39,7 @@ public final class EventLoop: @unchecked Sendable {
         var stopped = false
     }
 
-    /// After ``shutdown()``, actors that still live on this loop (a connection someone awaits)
+    /// After ``EventLoopGroup/shutdown()``, actors that still live on this loop (a connection someone awaits)
     /// keep working: their jobs run one at a time on this queue, with no I/O.
     private let fallback = DispatchQueue(label: "switchboard.loop.stopped")
     private let isStopped = Atomic<Bool>(false)
@@ -354,7 +354,7 @@ public final class EventLoop: @unchecked Sendable {
 extension EventLoop: SerialExecutor, TaskExecutor {
     /// Runs `job` on this loop's thread, never inline: called on the loop, it joins the loop's
     /// local job queue; from another thread it is queued and the loop woken if it sleeps.
-    /// Jobs enqueued after ``shutdown()`` run on a fallback queue, so no task is lost.
+    /// Jobs enqueued after the group's ``EventLoopGroup/shutdown()`` run on a fallback queue, so no task is lost.
     public func enqueue(_ job: consuming ExecutorJob) {
         enqueueJob(UnownedJob(job))
     }
@@ -370,7 +370,7 @@ extension EventLoop: SerialExecutor, TaskExecutor {
         UnownedTaskExecutor(ordinary: self)
     }
 
-    /// Traps (precondition failure) unless called on this loop's thread (``inEventLoop``).
+    /// Traps (precondition failure) unless called on this loop's thread (`inEventLoop`).
     public func checkIsolated() {
         precondition(inEventLoop, "not on event loop \(name)")
     }
