@@ -117,11 +117,21 @@ import ServiceLifecycle
         await again.shutdown()
     }
 
-    @Test func startTwiceIsRefused() async throws {
+    @Test func aServerRunsOnce() async throws {
         let server = echoServer()
         try await server.start()
-        await #expect(throws: SwitchboardError.self) { try await server.start() }
+        let again = await #expect(throws: SwitchboardError.self) { try await server.start() }
+        #expect(again?.kind == .invalidArgument)
         await server.shutdown()
+        let afterShutdown = await #expect(throws: SwitchboardError.self) { try await server.run() }
+        #expect(afterShutdown?.kind == .cancelled)
+
+        // Shut down before it ever started: run() refuses instead of listening forever.
+        let never = echoServer()
+        await never.shutdown()
+        let refused = await #expect(throws: SwitchboardError.self) { try await never.run() }
+        #expect(refused?.kind == .cancelled)
+        await #expect(throws: (any Error).self) { _ = try await never.listeningPort }
     }
 
     #if ServiceLifecycleSupport

@@ -161,7 +161,7 @@ public final class WebSocketServer: Sendable {
     /// The bound port is available from ``listeningPort`` once listening (useful with port 0).
     ///
     /// - Throws: ``SwitchboardError`` if the server cannot start (address in use, bad TLS
-    ///   files, …).
+    ///   files, …; `.cancelled` if ``shutdown(timeout:)`` came first).
     public func run() async throws(SwitchboardError) {
         try await start()
         await waitForShutdownRequest()
@@ -210,15 +210,22 @@ public final class WebSocketServer: Sendable {
 
     /// Binds and starts accepting, then returns the bound port (useful with port 0). For a
     /// server whose lifetime is a task, prefer ``run()``; after `start()`, stop the server with
-    /// ``shutdown(timeout:)``.
+    /// ``shutdown(timeout:)``. A server runs once: `start()` again throws `.invalidArgument`,
+    /// and after a shutdown (even one that came before any start) `.cancelled`.
     @discardableResult
     public func start() async throws(SwitchboardError) -> Int {
-        let alreadyStarted = state.withLock { s -> Bool in
-            guard s.phase == .idle else { return true }
-            s.phase = .starting
-            return false
+        let refusal = state.withLock { s -> SwitchboardError? in
+            switch s.phase {
+            case .idle:
+                s.phase = .starting
+                return nil
+            case .shuttingDown, .stopped:
+                return .cancelled  // shut down already: a server runs once
+            case .starting, .listening:
+                return .invalidArgument("the server was already started")
+            }
         }
-        if alreadyStarted { throw .invalidArgument("the server was already started") }
+        if let refusal { throw refusal }
         do {
             let port = try await bindAndListen()
             let waiters = state.withLock { s -> [CheckedContinuation<Int, any Error>] in
@@ -303,11 +310,21 @@ public final class WebSocketServer: Sendable {
             if ownsGroup { group.shutdown() }
             throw .io(e)
         }
-        state.withLock {
-            $0.group = group
-            $0.listener = listener
-            $0.port = port
-            if $0.phase == .starting { $0.phase = .listening }
+        let stillWanted = state.withLock { s -> Bool in
+            guard s.phase == .starting else { return false }
+            s.phase = .listening
+            s.group = group
+            s.listener = listener
+            s.port = port
+            return true
+        }
+        guard stillWanted else {
+            // shutdown() ran while we were binding: undo, so nothing is left listening.
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                acceptLoop.execute { listener.close(); c.resume() }
+            }
+            if ownsGroup { group.shutdown() }
+            throw .cancelled
         }
         logger.info("listening", metadata: ["address": "\(configuration.host):\(port)", "tls": "\(tlsContext != nil)"])
         return port
