@@ -58,7 +58,8 @@ let package = Package(
             ]
         ),
         // The typed client of the /v1/ws agent channel (events, commands, withChannel).
-        .target(name: "SwitchboardChannel", dependencies: ["Switchboard", "SwitchboardCore"]),
+        .target(name: "SwitchboardChannel",
+                dependencies: ["Switchboard", "SwitchboardCore", .product(name: "Logging", package: "swift-log")]),
         // Examples: products in their own right, each run by a test.
         .executableTarget(
             name: "echo-server",

@@ -1,11 +1,12 @@
 import Switchboard
 import SwitchboardCore
 import Foundation
+import Logging
 
 /// An open `/v1/ws` channel: typed events in, typed commands out.
 ///
-/// Prefer ``withChannel(_:group:isolation:_:)``, which always closes the socket. A `Channel`
-/// made with ``connect(_:group:)`` must be closed with ``close()``.
+/// Prefer ``withChannel(_:group:logger:isolation:_:)``, which always closes the socket. A `Channel`
+/// made with ``connect(_:group:logger:)`` must be closed with ``close()``.
 public actor Channel {
     /// Everything the server sends, one event per line, in order. Finishes when the
     /// connection closes; ``closeStatus`` and ``lastError`` say why. Single consumer.
@@ -28,9 +29,15 @@ public actor Channel {
 
     /// Opens the channel. Throws `SwitchboardError` (e.g. kind `.handshakeRejected` with
     /// `httpStatus` 401 for a bad token).
-    public static func connect(_ endpoint: ChannelEndpoint,
-                               group: EventLoopGroup? = nil) async throws(SwitchboardError) -> Channel {
-        let adapter = SocketAdapter(group: group)
+    ///
+    /// - Parameters:
+    ///   - endpoint: the server and session.
+    ///   - group: the event loops to use (default: the process-wide shared group).
+    ///   - logger: where the underlying ``SocketAdapter`` logs (default label
+    ///     `switchboard.channel`; the session's token is never logged).
+    public static func connect(_ endpoint: ChannelEndpoint, group: EventLoopGroup? = nil,
+                               logger: Logger = Logger(label: "switchboard.channel")) async throws(SwitchboardError) -> Channel {
+        let adapter = SocketAdapter(group: group, logger: logger)
         let lines = try await adapter.connect(to: endpoint)
         return Channel(endpoint: endpoint, adapter: adapter, lines: lines)
     }
@@ -91,9 +98,10 @@ private final class IteratorBox: @unchecked Sendable {
 /// }
 /// ```
 public func withChannel<T>(_ endpoint: ChannelEndpoint, group: EventLoopGroup? = nil,
+                           logger: Logger = Logger(label: "switchboard.channel"),
                            isolation: isolated (any Actor)? = #isolation,
                            _ body: (Channel) async throws -> T) async throws -> T {
-    let channel = try await Channel.connect(endpoint, group: group)
+    let channel = try await Channel.connect(endpoint, group: group, logger: logger)
     let result: Result<T, any Error>
     do {
         result = .success(try await body(channel))

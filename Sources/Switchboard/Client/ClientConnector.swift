@@ -10,7 +10,7 @@ import SwitchboardCore
 
 /// Opens one client connection: TCP connect (each resolved address in turn, with a timeout),
 /// optional TLS, the HTTP upgrade, then hands the socket to a ``WebSocketConnection``.
-/// Lives on one loop; every method but ``connect(_:group:)`` runs on it.
+/// Lives on one loop; every method but ``connect(_:group:counters:)`` runs on it.
 final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
     // Safety: all mutable state is touched only on `loop`'s thread.
 

@@ -157,28 +157,44 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
 
     /// Runs a task route's handler, then closes the connection: 1000 when it returned, 1001 when
     /// it was cancelled, 1011 (logged) when it threw.
+    ///
+    /// Written so that what stays allocated while the handler is suspended is small: this
+    /// function's frame holds only the handler's outcome, and the closing and logging, with
+    /// their larger frames, live in ``finish(_:failure:server:)``, entered only after the
+    /// handler has returned (idle memory per connection).
     private static func run(_ handler: @Sendable (isolated WebSocketConnection) async throws -> Void,
                             on connection: WebSocketConnection, server: WebSocketServer) async {
+        var failure: (any Error)?
         do {
             try await handler(connection)
-            await connection.close()
         } catch {
-            let cancelled = error is CancellationError || (error as? SwitchboardError)?.kind == .cancelled
-            if cancelled {
-                await connection.close(code: .goingAway, reason: "")
-            } else if !(await connection.isOpen) {
-                // Typically a send that failed because the peer went away: nothing to close.
-                server.logger.debug("route handler threw after its connection closed", metadata: [
-                    "connection": "\(connection.id)", "error": "\(String(reflecting: error))",
-                ])
-            } else {
-                server.logger.error("route handler threw; closing with 1011", metadata: [
-                    "connection": "\(connection.id)", "path": "\(connection.request?.path ?? "")",
-                    "error": "\(String(reflecting: error))",
-                ])
-                server.counters.metrics?.handlerFailed()
-                await connection.close(code: .internalError, reason: "")
-            }
+            failure = error
+        }
+        await finish(connection, failure: failure, server: server)
+    }
+
+    @inline(never)
+    private static func finish(_ connection: WebSocketConnection, failure: (any Error)?,
+                               server: WebSocketServer) async {
+        guard let error = failure else {
+            await connection.close()
+            return
+        }
+        let cancelled = error is CancellationError || (error as? SwitchboardError)?.kind == .cancelled
+        if cancelled {
+            await connection.close(code: .goingAway, reason: "")
+        } else if !(await connection.isOpen) {
+            // Typically a send that failed because the peer went away: nothing to close.
+            server.logger.debug("route handler threw after its connection closed", metadata: [
+                "connection": "\(connection.id)", "error": "\(String(reflecting: error))",
+            ])
+        } else {
+            server.logger.error("route handler threw; closing with 1011", metadata: [
+                "connection": "\(connection.id)", "path": "\(connection.request?.path ?? "")",
+                "error": "\(String(reflecting: error))",
+            ])
+            server.counters.metrics?.handlerFailed()
+            await connection.close(code: .internalError, reason: "")
         }
     }
 
