@@ -33,7 +33,7 @@ public actor Channel {
     /// - Parameters:
     ///   - endpoint: the server and session.
     ///   - group: the event loops to use (default: the process-wide shared group).
-    ///   - logger: where the underlying ``SocketAdapter`` logs (default label
+    ///   - logger: where the underlying `SocketAdapter` logs (default label
     ///     `switchboard.channel`; the session's token is never logged).
     public static func connect(_ endpoint: ChannelEndpoint, group: EventLoopGroup? = nil,
                                logger: Logger = Logger(label: "switchboard.channel")) async throws(SwitchboardError) -> Channel {
