@@ -5,7 +5,8 @@ import SwitchboardCore
 /// Lock-free counters shared by a server and its connections, the server's one hook for a
 /// connection that closed, its logger and its metrics: one object per server (and one per
 /// client adapter), so a connection keeps a single reference for all of them instead of a
-/// closure, a logger and instruments of its own (idle memory per connection).
+/// closure, a logger and instruments of its own (idle memory per connection). A client
+/// adapter's instance serves for its logger; its counters count, but nothing reads them.
 final class ConnectionCounters: Sendable {
     /// What connections log through, with their `connection` id added as metadata at each call.
     let logger: Logger
