@@ -117,6 +117,27 @@ import ServiceLifecycle
         await again.shutdown()
     }
 
+    /// The wait for handlers is bounded: a handler that does not return holds shutdown for
+    /// `timeout` only, and its connection is closed regardless.
+    @Test func shutdownWaitsForAStuckHandlerOnlyUntilTheTimeout() async throws {
+        let server = echoServer()
+        let (gate, opening) = AsyncStream<Void>.makeStream()
+        let finished = TestFlag()
+        server.route("/stuck") { _ in
+            for await _ in gate { break }  // ignores its connection until the test opens the gate
+            finished.set()
+        }
+        let port = try await server.start()
+        let (client, lines) = try await connect(port: port, path: "/stuck")
+        await server.shutdown(timeout: .seconds(2))
+        #expect(!finished.isSet)                       // returned while the handler still runs
+        #expect(await closeCode(after: lines, of: client) == 1001)
+        #expect(server.statistics.openConnections == 0)
+        opening.yield()
+        opening.finish()
+        #expect(await serverEventually { finished.isSet })
+    }
+
     @Test func aServerRunsOnce() async throws {
         let server = echoServer()
         try await server.start()
@@ -158,4 +179,11 @@ import ServiceLifecycle
         await #expect(throws: SwitchboardError.self) { _ = try await connect(port: port, path: "/echo") }
     }
     #endif
+}
+
+/// A flag set from one task and read from another.
+final class TestFlag: Sendable {
+    private let value = Locked(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
 }

@@ -481,27 +481,34 @@ public final class WebSocketServer: Sendable {
     private func waitUntilDrainedOrTimeout(_ timeout: Duration) async -> Bool {
         await withTaskGroup(of: Bool.self) { group in
             group.addTask { [self] in
-                await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                    let now = state.withLock { s -> Bool in
-                        if s.drained { return true }
-                        s.drainWaiters.append(c)
-                        return false
+                // Woken by the last close or handler return, or by a timeout (this one's, which
+                // also cancels this task, or a concurrent shutdown's, after which it waits on).
+                while !Task.isCancelled {
+                    await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                        // Checked under the lock the timeout path takes the waiters under: a
+                        // cancellation that came first is seen here, so nothing parks for ever.
+                        let now = state.withLock { s -> Bool in
+                            if s.drained || Task.isCancelled { return true }
+                            s.drainWaiters.append(c)
+                            return false
+                        }
+                        if now { c.resume() }
                     }
-                    if now { c.resume() }
+                    if state.withLock({ $0.drained }) { return true }
                 }
-                return true
+                return false
             }
             group.addTask {
                 try? await Task.sleep(for: timeout)
                 return false
             }
             let first = await group.next() ?? false
+            group.cancelAll()
             if !first {
-                // Timed out: release the waiter still parked, so the group can finish.
+                // Timed out: wake the waiter still parked (now cancelled), so the group can finish.
                 let waiters = state.withLock { $0.takeDrainWaiters() }
                 for w in waiters { w.resume() }
             }
-            group.cancelAll()
             return first
         }
     }
