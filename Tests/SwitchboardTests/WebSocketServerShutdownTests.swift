@@ -6,12 +6,6 @@ import SwitchboardCore
 
 extension ServerInterop {
 @Suite struct WebSocketServerShutdownTests {
-    final class Flag: Sendable {
-        let value = Locked(false)
-        func set() { value.withLock { $0 = true } }
-        var isSet: Bool { value.withLock { $0 } }
-    }
-
     /// After `shutdown()` the server's event loops have stopped, and they are the executors of the
     /// connection actors: an `await` on a connection must still return. (Regression: a stopped
     /// loop used to drop every job enqueued after its thread exited; now such jobs run on the
@@ -49,7 +43,7 @@ extension ServerInterop {
         // makes the check below meaningful more often: if they are still up, it passes anyway).
         try await Task.sleep(for: .milliseconds(200))
         let flags = held.withLock { $0 }.map { connection in
-            let answered = Flag()
+            let answered = TestFlag()
             Task {
                 // The first job after shutdown() wakes the stopped loop, which runs it and exits;
                 // every later one is queued on a loop that is gone.

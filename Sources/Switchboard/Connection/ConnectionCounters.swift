@@ -32,7 +32,6 @@ final class ConnectionCounters: Sendable {
     let bytesInTotal = Atomic<Int>(0)
     let bytesOutTotal = Atomic<Int>(0)
     let slowConsumers = Atomic<Int>(0)
-    let backpressurePauses = Atomic<Int>(0)
 
     /// A data message arrived with `bytes` of payload.
     func messageIn(bytes: Int) {
@@ -50,11 +49,8 @@ final class ConnectionCounters: Sendable {
         slowConsumers.wrappingAdd(1, ordering: .relaxed)
         metrics?.slowConsumerClosed()
     }
-    /// Reading stopped because a queue was above its high-water mark.
-    func backpressurePaused() {
-        backpressurePauses.wrappingAdd(1, ordering: .relaxed)
-        metrics?.backpressurePaused()
-    }
+    /// Reading stopped because a queue was above its high-water mark (a metric only).
+    func backpressurePaused() { metrics?.backpressurePaused() }
     /// A keepalive ping was answered after `rtt`.
     func pingAnswered(after rtt: Duration) { metrics?.pingAnswered(after: rtt) }
     /// A socket or an upgrade request was refused.
