@@ -40,12 +40,14 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
         ),
+        // zlib (zlib1g-dev), for permessage-deflate (RFC 7692).
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
         // System SQLite (libsqlite3-dev), for the chat-room example's history.
         .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         // Tiny C shims: OpenSSL macros Swift cannot import, and epoll/eventfd glue.
         .target(name: "CSwitchboardShims", dependencies: ["COpenSSL"]),
         // The pure RFC 6455 protocol core: no I/O, no clock, no randomness. Public, sans-I/O.
-        .target(name: "SwitchboardCore"),
+        .target(name: "SwitchboardCore", dependencies: ["CZlib"]),
         // I/O layer and public API: event loop, sockets, TLS, client, server.
         .target(
             name: "Switchboard",

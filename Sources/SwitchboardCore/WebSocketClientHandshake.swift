@@ -22,10 +22,21 @@ public struct WebSocketClientHandshake: Sendable {
     public let keyBase64: String
     /// The `Sec-WebSocket-Accept` value the server must answer with.
     public let expectedAccept: String
+    /// The permessage-deflate settings offered, if any.
+    public let deflate: PerMessageDeflateConfiguration?
     /// The full GET request: request line; `Host`, `Upgrade: websocket`, `Connection: Upgrade`,
-    /// `Sec-WebSocket-Key`, `Sec-WebSocket-Version: 13`, then `Origin` and
-    /// `Sec-WebSocket-Protocol` if any, then the extra headers in order; ending with CRLF CRLF.
+    /// `Sec-WebSocket-Key`, `Sec-WebSocket-Version: 13`, then `Origin`,
+    /// `Sec-WebSocket-Protocol` and `Sec-WebSocket-Extensions` if any, then the extra headers in
+    /// order; ending with CRLF CRLF.
     public let requestBytes: [UInt8]
+
+    /// What a valid response agreed to.
+    public struct Accepted: Sendable, Equatable {
+        /// The subprotocol the server selected, if any.
+        public var subprotocol: String?
+        /// The permessage-deflate parameters, if the server accepted the offer.
+        public var deflate: PerMessageDeflateParameters?
+    }
 
     /// Prepares a handshake.
     ///
@@ -37,11 +48,14 @@ public struct WebSocketClientHandshake: Sendable {
     ///   - key: the 16 random bytes of `Sec-WebSocket-Key` (§4.1 item 7), from a CSPRNG.
     ///   - origin: the `Origin` value (§4.1 item 8), if any.
     ///   - subprotocols: offered subprotocols in preference order; tokens, no duplicates.
+    ///   - deflate: offer permessage-deflate with these settings
+    ///     (``PerMessageDeflate/offer(for:)``); nil offers no extension.
     ///   - extraHeaders: additional fields (e.g. `Authorization`); names must be tokens and may
     ///     not be fields the handshake writes itself; values may not contain CR, LF, NUL or
     ///     other control characters.
     /// - Throws: ``WebSocketHandshakeError/invalidArgument`` when any of the above is violated.
-    public init(host: String, path: String, key: [UInt8], origin: String? = nil, subprotocols: [String] = [], extraHeaders: [(String, String)] = []) throws(WebSocketHandshakeError) {
+    public init(host: String, path: String, key: [UInt8], origin: String? = nil, subprotocols: [String] = [],
+                deflate: PerMessageDeflateConfiguration? = nil, extraHeaders: [(String, String)] = []) throws(WebSocketHandshakeError) {
         guard !host.isEmpty, host.utf8.allSatisfy(HTTPSyntax.isTargetByte) else {
             throw .argument("host must be non-empty visible ASCII")
         }
@@ -68,6 +82,7 @@ public struct WebSocketClientHandshake: Sendable {
         self.path = path
         self.origin = origin
         self.subprotocols = subprotocols
+        self.deflate = deflate
         keyBase64 = Base64.encode(key)
         expectedAccept = WebSocketServerHandshake.acceptValue(forKey: keyBase64)
 
@@ -75,6 +90,7 @@ public struct WebSocketClientHandshake: Sendable {
         request += "Sec-WebSocket-Key: \(keyBase64)\r\nSec-WebSocket-Version: 13\r\n"
         if let origin { request += "Origin: \(origin)\r\n" }
         if !subprotocols.isEmpty { request += "Sec-WebSocket-Protocol: \(subprotocols.joined(separator: ", "))\r\n" }
+        if let deflate { request += "Sec-WebSocket-Extensions: \(PerMessageDeflate.offer(for: deflate).headerValue)\r\n" }
         for (name, value) in extraHeaders { request += "\(name): \(value)\r\n" }
         request += "\r\n"
         requestBytes = Array(request.utf8)
@@ -90,9 +106,17 @@ public struct WebSocketClientHandshake: Sendable {
     ///   contains `upgrade`; ``WebSocketHandshakeError/badAccept`` unless there is exactly one
     ///   `Sec-WebSocket-Accept` equal to ``expectedAccept``;
     ///   ``WebSocketHandshakeError/unexpectedExtension`` when `Sec-WebSocket-Extensions` lists
-    ///   anything; ``WebSocketHandshakeError/unexpectedSubprotocol`` when the server selects a
+    ///   anything but an acceptable answer to our permessage-deflate offer
+    ///   (``PerMessageDeflate/validate(answer:offered:)``);
+    ///   ``WebSocketHandshakeError/unexpectedSubprotocol`` when the server selects a
     ///   subprotocol that was not offered (case-sensitive) or more than one.
     public func validate(_ response: HTTPResponseHead) throws(WebSocketHandshakeError) -> String? {
+        try accept(response).subprotocol
+    }
+
+    /// Validates the server's response head like ``validate(_:)`` and returns everything it
+    /// agreed to: the subprotocol and the permessage-deflate parameters.
+    public func accept(_ response: HTTPResponseHead) throws(WebSocketHandshakeError) -> Accepted {
         let headers = response.headers
         guard response.status == 101 else { throw .rejected(status: response.status) }
         guard headers.tokens(for: "Upgrade") == ["websocket"] else { throw .missingUpgrade }
@@ -101,10 +125,11 @@ public struct WebSocketClientHandshake: Sendable {
         guard accepts.count == 1, let accept = accepts.first,
               HTTPSyntax.trimmingOWS(accept) == expectedAccept
         else { throw .badAccept }
-        guard headers.listElements(for: "Sec-WebSocket-Extensions").isEmpty else { throw .unexpectedExtension }
+        let parameters = try PerMessageDeflate.validate(answer: headers.values(for: "Sec-WebSocket-Extensions"),
+                                                        offered: deflate)
         let selected = headers.listElements(for: "Sec-WebSocket-Protocol")
-        guard let subprotocol = selected.first else { return nil }
+        guard let subprotocol = selected.first else { return Accepted(subprotocol: nil, deflate: parameters) }
         guard selected.count == 1, subprotocols.contains(subprotocol) else { throw .unexpectedSubprotocol }
-        return subprotocol
+        return Accepted(subprotocol: subprotocol, deflate: parameters)
     }
 }

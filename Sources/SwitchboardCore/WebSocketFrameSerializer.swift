@@ -51,10 +51,12 @@ public enum WebSocketFrameSerializer {
 
     /// Appends a whole frame (header, then the payload masked with `maskingKey` if given) to
     /// `buffer`. `payload` itself is not modified.
-    public static func writeFrame(opcode: WebSocketOpcode, fin: Bool = true, payload: UnsafeRawBufferPointer, maskingKey: WebSocketMaskingKey?, into buffer: inout [UInt8]) {
+    /// `rsv` sets the RSV bits (low three bits; RSV1 is `0b100`, permessage-deflate's
+    /// "compressed" bit).
+    public static func writeFrame(opcode: WebSocketOpcode, fin: Bool = true, rsv: UInt8 = 0, payload: UnsafeRawBufferPointer, maskingKey: WebSocketMaskingKey?, into buffer: inout [UInt8]) {
         let start = buffer.count
         buffer.reserveCapacity(start + headerSize(payloadLength: payload.count, masked: maskingKey != nil) + payload.count)
-        let header = WebSocketFrameHeader(fin: fin, opcode: opcode, maskingKey: maskingKey, payloadLength: UInt64(payload.count))
+        let header = WebSocketFrameHeader(fin: fin, rsv: rsv, opcode: opcode, maskingKey: maskingKey, payloadLength: UInt64(payload.count))
         writeHeader(header, into: &buffer)
         let payloadStart = buffer.count
         buffer.appendBytes(payload)
@@ -66,14 +68,14 @@ public enum WebSocketFrameSerializer {
     }
 
     /// Appends a whole frame to `buffer`; see the raw-buffer overload.
-    public static func writeFrame(opcode: WebSocketOpcode, fin: Bool = true, payload: [UInt8], maskingKey: WebSocketMaskingKey?, into buffer: inout [UInt8]) {
-        payload.withUnsafeBytes { writeFrame(opcode: opcode, fin: fin, payload: $0, maskingKey: maskingKey, into: &buffer) }
+    public static func writeFrame(opcode: WebSocketOpcode, fin: Bool = true, rsv: UInt8 = 0, payload: [UInt8], maskingKey: WebSocketMaskingKey?, into buffer: inout [UInt8]) {
+        payload.withUnsafeBytes { writeFrame(opcode: opcode, fin: fin, rsv: rsv, payload: $0, maskingKey: maskingKey, into: &buffer) }
     }
 
     /// Returns one serialized frame.
-    public static func frame(opcode: WebSocketOpcode, fin: Bool = true, payload: [UInt8], maskingKey: WebSocketMaskingKey?) -> [UInt8] {
+    public static func frame(opcode: WebSocketOpcode, fin: Bool = true, rsv: UInt8 = 0, payload: [UInt8], maskingKey: WebSocketMaskingKey?) -> [UInt8] {
         var buffer: [UInt8] = []
-        writeFrame(opcode: opcode, fin: fin, payload: payload, maskingKey: maskingKey, into: &buffer)
+        writeFrame(opcode: opcode, fin: fin, rsv: rsv, payload: payload, maskingKey: maskingKey, into: &buffer)
         return buffer
     }
 

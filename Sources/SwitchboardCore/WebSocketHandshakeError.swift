@@ -27,6 +27,9 @@ public struct WebSocketHandshakeError: Error, Sendable, Equatable, CustomStringC
 
     static func argument(_ detail: String) -> Self { Self(.invalidArgument, detail) }
 
+    /// ``unexpectedExtension`` with what was wrong in the answer.
+    static func unexpectedExtension(_ detail: String) -> Self { Self(.unexpectedExtension, detail) }
+
     /// A caller-supplied value is invalid (header injection, bad key length, bad path, …).
     public static let invalidArgument = Self(.invalidArgument)
     /// Client: the server answered with `status` instead of 101.
@@ -112,7 +115,7 @@ public struct WebSocketHandshakeError: Error, Sendable, Equatable, CustomStringC
         case .missingConnectionUpgrade: text = "Connection header field lacks the upgrade token"
         case .badAccept: text = "Sec-WebSocket-Accept is missing or does not match the key"
         case .unexpectedSubprotocol: text = "server selected a subprotocol that was not offered"
-        case .unexpectedExtension: text = "server selected an extension that was not offered"
+        case .unexpectedExtension: text = "server answered an extension that was not offered, or with parameters the offer does not allow"
         case .badMethod: text = "WebSocket upgrade requires the GET method"
         case .badVersion: text = "WebSocket upgrade requires HTTP/1.1 or later"
         case .missingHost: text = "exactly one Host header field is required"

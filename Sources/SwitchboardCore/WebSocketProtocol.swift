@@ -34,7 +34,21 @@
 /// `write…` methods append whole frames to the caller's buffer, masked with a fresh key from
 /// the generator when this is a client (§5.3); servers never mask. Messages are sent as single
 /// frames.
-public struct WebSocketProtocol: Sendable {
+///
+/// ## permessage-deflate (RFC 7692)
+/// Given a ``PerMessageDeflateCodec`` (after a handshake that negotiated the extension), the
+/// machine accepts RSV1 on the first frame of a data message, collects the compressed
+/// fragments, and inflates the whole message when its last frame arrives, through the codec's
+/// bounded decompressor: the decompressed size is held to
+/// ``WebSocketProtocolLimits/maxMessageSize`` (and the codec's ratio limit) as it is
+/// produced, and exceeding it fails the connection with 1009; data that does not inflate fails
+/// it with 1007. Text is validated after inflating. Messages at or above the codec's
+/// threshold are sent compressed unless the caller opts out per message.
+///
+/// The codec is a reference to zlib state: a copy of the machine shares it, so keep one copy
+/// of a machine that has a codec, and use it on the codec's thread. Without a codec the machine
+/// is a plain value.
+public struct WebSocketProtocol {
     /// The closing-handshake state (§7); starts `.open`.
     public private(set) var state: WebSocketProtocolState = .open
     /// Decides the masking rules for both directions (§5.1).
@@ -59,6 +73,9 @@ public struct WebSocketProtocol: Sendable {
     private var recycledSinceIdleCheck = false
     /// The data message in progress: `.text` or `.binary`, or nil between messages.
     private var messageOpcode: WebSocketOpcode?
+    /// The data message in progress arrived with RSV1 (permessage-deflate): its bytes are
+    /// compressed until the last frame.
+    private var messageCompressed = false
     /// Masking phase (payload bytes of the current frame already read, mod 4).
     private var framePhase = 0
     private var frameKey: WebSocketMaskingKey?
@@ -78,6 +95,9 @@ public struct WebSocketProtocol: Sendable {
 
     /// Actions produced together and returned one per call, in order.
     private var pending: [WebSocketProtocolAction] = []
+
+    /// The negotiated permessage-deflate state, nil without the extension.
+    public let deflate: PerMessageDeflateCodec?
 
     /// Close-time state, boxed (and replaced, never mutated, so the machine keeps value
     /// semantics) so that an open machine carries one pointer for it.
@@ -114,10 +134,12 @@ public struct WebSocketProtocol: Sendable {
     private var maxFrameSize: UInt64 { UInt64(max(0, limits.maxFrameSize)) }
     private var maxMessageSize: Int { max(0, limits.maxMessageSize) }
 
-    /// Creates the state machine of an open connection (after the opening handshake).
-    public init(role: WebSocketRole, limits: WebSocketProtocolLimits = .default) {
+    /// Creates the state machine of an open connection (after the opening handshake);
+    /// `deflate` when the handshake negotiated permessage-deflate.
+    public init(role: WebSocketRole, limits: WebSocketProtocolLimits = .default, deflate: PerMessageDeflateCodec? = nil) {
         self.role = role
         self.limits = limits
+        self.deflate = deflate
     }
 
     // MARK: - Receiving
@@ -138,11 +160,14 @@ public struct WebSocketProtocol: Sendable {
     }
 
     /// Drops storage offered with ``recycle(_:)`` if nothing was offered since the previous
-    /// call. Called periodically (the connection does it at each keepalive tick), it bounds how
-    /// long an idle connection keeps a large buffer.
+    /// call, and a dedicated permessage-deflate compressor if nothing was compressed since
+    /// (``PerMessageDeflateCodec/releaseIdleStreams()``). Called periodically (the connection
+    /// does it at each keepalive tick), it bounds how long an idle connection keeps a large
+    /// buffer or a zlib stream.
     public mutating func releaseRecycledStorageIfIdle() {
         if !recycledSinceIdleCheck { recycledStorage = [] }
         recycledSinceIdleCheck = false
+        deflate?.releaseIdleStreams()
     }
 
     /// Parses from `input[offset...]`, advancing `offset`, and returns the next action, or `nil`
@@ -215,7 +240,10 @@ public struct WebSocketProtocol: Sendable {
 
     /// Validates a header against the connection rules and prepares to read its payload.
     private mutating func startFrame(_ header: WebSocketFrameHeader) -> WebSocketProtocolError? {
-        if header.rsv != 0 { return .rsvBitsSet }
+        // RFC 7692 §6: RSV1 marks a compressed message, on its first frame only.
+        let compressedStart = header.rsv == 0b100 && deflate != nil
+            && (header.opcode == .text || header.opcode == .binary)
+        if header.rsv != 0 && !compressedStart { return .rsvBitsSet }
         if header.opcode.isReserved { return .reservedOpcode(header.opcode) }
         switch role {
         case .server where header.maskingKey == nil: return .unmaskedClientFrame
@@ -238,6 +266,7 @@ public struct WebSocketProtocol: Sendable {
             if length > maxMessageSize - messageBuffer.count { return .messageTooLarge }
             if header.opcode != .continuation {
                 messageOpcode = header.opcode
+                messageCompressed = compressedStart
                 utf8.reset()
             }
             // Room for the whole frame up front (no doubling copies while it arrives), but
@@ -280,7 +309,8 @@ public struct WebSocketProtocol: Sendable {
         let start = messageBuffer.count
         messageBuffer.appendBytes(chunk)
         if let key = frameKey { WebSocketMasking.apply(key, to: &messageBuffer, from: start, phase: framePhase) }
-        if messageOpcode == .text {
+        // Compressed text is validated once inflated.
+        if messageOpcode == .text && !messageCompressed {
             let valid = messageBuffer.withUnsafeBytes { all in
                 utf8.validate(UnsafeRawBufferPointer(rebasing: all[start...]))
             }
@@ -304,11 +334,39 @@ public struct WebSocketProtocol: Sendable {
             return peerClose()
         default:
             guard frameFin, let opcode = messageOpcode else { return nil }
-            if opcode == .text && !utf8.isComplete { return fail(.invalidUTF8) }
-            let payload = messageBuffer
+            var payload = messageBuffer
             messageBuffer = []
             messageOpcode = nil
+            if messageCompressed {
+                messageCompressed = false
+                switch inflate(payload) {
+                case .success(let inflated): payload = inflated
+                case .failure(let error): return fail(error)
+                }
+                if opcode == .text && !UTF8Validator.isValid(payload) { return fail(.invalidUTF8) }
+            } else if opcode == .text && !utf8.isComplete {
+                return fail(.invalidUTF8)
+            }
             return .message(opcode == .text ? .text(payload) : .binary(payload))
+        }
+    }
+
+    /// Inflates a compressed message within the message size limit (RFC 7692 §7.2.2).
+    private func inflate(_ compressed: [UInt8]) -> Result<[UInt8], WebSocketProtocolError> {
+        guard let deflate else { return .failure(.rsvBitsSet) }
+        let limit = maxMessageSize
+        let result = compressed.withUnsafeBytes { raw in
+            Result { () throws(DeflateDecompressor.Failure) in try deflate.decompress(raw, limit: limit) }
+        }
+        switch result {
+        case .success(let inflated):
+            return .success(inflated)
+        case .failure(let error):
+            switch error {
+            case .tooLarge: return .failure(.messageTooLarge)
+            case .ratioExceeded: return .failure(.decompressionRatioExceeded)
+            case .corrupt: return .failure(.invalidCompressedData)
+            }
         }
     }
 
@@ -382,6 +440,7 @@ public struct WebSocketProtocol: Sendable {
         recycledStorage = []
         controlBuffer = []
         messageOpcode = nil
+        messageCompressed = false
         frameState = .header
         frameRemaining = 0
     }
@@ -406,23 +465,38 @@ public struct WebSocketProtocol: Sendable {
 
     /// Appends a data message as one frame to `buffer` (§5.6), masked when we are a client.
     ///
+    /// With permessage-deflate, a payload at or above the codec's threshold is compressed
+    /// (RSV1 set) unless `compress` is false; if zlib fails, the message goes uncompressed.
+    ///
     /// - Throws: `.invalidArgument` if `opcode` is not `.text` or `.binary`, or a text payload
     ///   is not valid UTF-8 (the peer would fail the connection, §8.1); `.notOpen` once our
     ///   close frame is sent or the connection is closed (§5.5.1: no data after our close
     ///   frame). In `.closeReceived` sending is still allowed.
-    public mutating func writeMessage<G: RandomNumberGenerator>(_ opcode: WebSocketOpcode, payload: UnsafeRawBufferPointer, into buffer: inout [UInt8], using rng: inout G) throws(WebSocketStateError) {
+    public mutating func writeMessage<G: RandomNumberGenerator>(_ opcode: WebSocketOpcode, payload: UnsafeRawBufferPointer, into buffer: inout [UInt8], using rng: inout G, compress: Bool = true) throws(WebSocketStateError) {
         try checkMessage(opcode, payload: payload)
+        if let deflate, deflate.compresses(payloadCount: payload.count, compress: compress),
+           let compressed = deflate.compress(payload) {
+            let key: WebSocketMaskingKey? = role == .client ? WebSocketMaskingKey(using: &rng) : nil
+            WebSocketFrameSerializer.writeFrame(opcode: opcode, rsv: 0b100, payload: compressed, maskingKey: key, into: &buffer)
+            return
+        }
         writeFrame(opcode, payload: payload, into: &buffer, using: &rng)
     }
 
-    /// Server role: appends only the header of a data message to `buffer`, after the same checks
-    /// as ``writeMessage(_:payload:into:using:)-(_,UnsafeRawBufferPointer,_,_)``; the caller
-    /// sends `payload` itself right after it. Server frames are unmasked (§5.1), so a large
-    /// payload can go to the socket as it is, without being copied into the buffer.
+    /// Whether ``writeMessage(_:payload:into:using:compress:)-(_,UnsafeRawBufferPointer,_,_,_)``
+    /// would compress a payload of `count` bytes.
+    public func compresses(payloadCount count: Int, compress: Bool = true) -> Bool {
+        deflate?.compresses(payloadCount: count, compress: compress) ?? false
+    }
+
+    /// Server role: appends only the header of an uncompressed data message to `buffer`, after
+    /// the same checks as ``writeMessage(_:payload:into:using:compress:)-(_,UnsafeRawBufferPointer,_,_,_)``;
+    /// the caller sends `payload` itself right after it. Server frames are unmasked (§5.1), so
+    /// a large payload can go to the socket as it is, without being copied into the buffer.
     ///
-    /// - Throws: as ``writeMessage(_:payload:into:using:)-(_,UnsafeRawBufferPointer,_,_)``, and
-    ///   `.invalidArgument` as a client (its payload must be masked: use
-    ///   ``writeMessage(_:payload:into:using:)-(_,UnsafeRawBufferPointer,_,_)``).
+    /// - Throws: as ``writeMessage(_:payload:into:using:compress:)-(_,UnsafeRawBufferPointer,_,_,_)``,
+    ///   and `.invalidArgument` as a client (its payload must be masked: use
+    ///   ``writeMessage(_:payload:into:using:compress:)-(_,UnsafeRawBufferPointer,_,_,_)``).
     public mutating func writeMessageHeader(_ opcode: WebSocketOpcode, payload: UnsafeRawBufferPointer, into buffer: inout [UInt8]) throws(WebSocketStateError) {
         guard role == .server else { throw .invalidArgument }
         try checkMessage(opcode, payload: payload)
@@ -444,9 +518,11 @@ public struct WebSocketProtocol: Sendable {
     public var canSend: Bool { state == .open || state == .closeReceived }
 
     /// Appends a data message as one frame; see the raw-buffer overload.
-    public mutating func writeMessage<G: RandomNumberGenerator>(_ opcode: WebSocketOpcode, payload: [UInt8], into buffer: inout [UInt8], using rng: inout G) throws(WebSocketStateError) {
+    public mutating func writeMessage<G: RandomNumberGenerator>(_ opcode: WebSocketOpcode, payload: [UInt8], into buffer: inout [UInt8], using rng: inout G, compress: Bool = true) throws(WebSocketStateError) {
         let result = payload.withUnsafeBytes { raw in
-            Result { () throws(WebSocketStateError) in try writeMessage(opcode, payload: raw, into: &buffer, using: &rng) }
+            Result { () throws(WebSocketStateError) in
+                try writeMessage(opcode, payload: raw, into: &buffer, using: &rng, compress: compress)
+            }
         }
         try result.get()
     }

@@ -20,6 +20,8 @@ public struct WebSocketProtocolError: Error, Equatable, Sendable, CustomStringCo
         case invalidClosePayload
         case invalidCloseCode(UInt16)
         case invalidCloseReasonUTF8
+        case invalidCompressedData
+        case decompressionRatioExceeded
     }
 
     private let reason: Reason
@@ -28,7 +30,8 @@ public struct WebSocketProtocolError: Error, Equatable, Sendable, CustomStringCo
 
     /// §5.2: opcodes 0x3–0x7 and 0xB–0xF are reserved. 1002.
     public static func reservedOpcode(_ opcode: WebSocketOpcode) -> Self { Self(.reservedOpcode(opcode.rawValue)) }
-    /// §5.2: an RSV bit was set but no extension was negotiated. 1002.
+    /// §5.2: an RSV bit was set that no negotiated extension defines (with permessage-deflate,
+    /// RSV1 is allowed on the first frame of a data message only, RFC 7692 §6). 1002.
     public static let rsvBitsSet = Self(.rsvBitsSet)
     /// §5.1: a server received an unmasked frame. 1002.
     public static let unmaskedClientFrame = Self(.unmaskedClientFrame)
@@ -57,11 +60,18 @@ public struct WebSocketProtocolError: Error, Equatable, Sendable, CustomStringCo
     /// §5.5.1: a close reason that is not valid UTF-8. 1007.
     public static let invalidCloseReasonUTF8 = Self(.invalidCloseReasonUTF8)
 
+    /// RFC 7692 §6.1: a compressed message that does not inflate (corrupt deflate data). 1007.
+    public static let invalidCompressedData = Self(.invalidCompressedData)
+    /// A compressed message inflating beyond
+    /// ``PerMessageDeflateConfiguration/maxDecompressionRatio`` (a likely decompression bomb).
+    /// 1009.
+    public static let decompressionRatioExceeded = Self(.decompressionRatioExceeded)
+
     /// The close code to send for this error: 1002, 1007 or 1009.
     public var closeCode: WebSocketCloseCode {
         switch reason {
-        case .invalidUTF8, .invalidCloseReasonUTF8: return .invalidPayloadData
-        case .frameTooLarge, .messageTooLarge: return .messageTooBig
+        case .invalidUTF8, .invalidCloseReasonUTF8, .invalidCompressedData: return .invalidPayloadData
+        case .frameTooLarge, .messageTooLarge, .decompressionRatioExceeded: return .messageTooBig
         default: return .protocolError
         }
     }
@@ -70,7 +80,7 @@ public struct WebSocketProtocolError: Error, Equatable, Sendable, CustomStringCo
     public var description: String {
         switch reason {
         case .reservedOpcode(let opcode): return "reserved opcode 0x\(String(opcode, radix: 16))"
-        case .rsvBitsSet: return "RSV bits set without a negotiated extension"
+        case .rsvBitsSet: return "RSV bits set that no negotiated extension defines"
         case .unmaskedClientFrame: return "client frame not masked"
         case .maskedServerFrame: return "server frame masked"
         case .controlFrameTooLong: return "control frame payload over 125 bytes"
@@ -84,6 +94,8 @@ public struct WebSocketProtocolError: Error, Equatable, Sendable, CustomStringCo
         case .invalidClosePayload: return "close frame payload of 1 byte"
         case .invalidCloseCode(let code): return "invalid close code \(code)"
         case .invalidCloseReasonUTF8: return "invalid UTF-8 in close reason"
+        case .invalidCompressedData: return "compressed message does not inflate"
+        case .decompressionRatioExceeded: return "compressed message inflates too far"
         }
     }
 }

@@ -4,7 +4,7 @@ public enum WebSocketServerHandshake {
     /// The GUID appended to the key before hashing (RFC 6455 §1.3).
     public static let acceptGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
-    /// Header names ``acceptResponse(for:subprotocol:extraHeaders:)`` writes itself.
+    /// Header names ``acceptResponse(for:subprotocol:deflate:extraHeaders:)`` writes itself.
     static let reservedResponseHeaders: [String] = [
         "upgrade", "connection", "sec-websocket-accept", "sec-websocket-protocol",
         "sec-websocket-extensions", "content-length", "transfer-encoding",
@@ -62,13 +62,17 @@ public enum WebSocketServerHandshake {
 
     /// The `101 Switching Protocols` response bytes (§4.2.2 item 5): `Upgrade: websocket`,
     /// `Connection: Upgrade`, `Sec-WebSocket-Accept`, `Sec-WebSocket-Protocol` when
-    /// `subprotocol` is given, then `extraHeaders` in order, ending with CRLF CRLF. No
-    /// extension is ever negotiated.
+    /// `subprotocol` is given, `Sec-WebSocket-Extensions` when `deflate` is given (its
+    /// ``PerMessageDeflateParameters/headerValue``, as chosen by
+    /// ``PerMessageDeflate/accept(offers:configuration:)``), then `extraHeaders` in order,
+    /// ending with CRLF CRLF.
     ///
     /// - Throws: ``WebSocketHandshakeError/invalidArgument`` when `subprotocol` is not one of
     ///   `request.subprotocols` or not a token, or an extra header has a non-token name, a name the response
     ///   writes itself, or a value containing CR, LF, NUL or another control character.
-    public static func acceptResponse(for request: WebSocketUpgradeRequest, subprotocol: String?, extraHeaders: [(String, String)] = []) throws(WebSocketHandshakeError) -> [UInt8] {
+    public static func acceptResponse(for request: WebSocketUpgradeRequest, subprotocol: String?,
+                                      deflate: PerMessageDeflateParameters? = nil,
+                                      extraHeaders: [(String, String)] = []) throws(WebSocketHandshakeError) -> [UInt8] {
         if let subprotocol {
             guard request.subprotocols.contains(subprotocol) else {
                 throw .argument("subprotocol \(subprotocol) was not offered by the client")
@@ -85,6 +89,7 @@ public enum WebSocketServerHandshake {
         var response = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         response += "Sec-WebSocket-Accept: \(acceptValue(forKey: request.key))\r\n"
         if let subprotocol { response += "Sec-WebSocket-Protocol: \(subprotocol)\r\n" }
+        if let deflate { response += "Sec-WebSocket-Extensions: \(deflate.headerValue)\r\n" }
         for (name, value) in extraHeaders { response += "\(name): \(value)\r\n" }
         response += "\r\n"
         return Array(response.utf8)
