@@ -116,7 +116,11 @@ enum WebPage {
     status("connecting…");
     ws = new WebSocket(wsURL);
     let buffer = "";
-    ws.onopen = () => { status("connected"); $("join").disabled = false; };
+    ws.onopen = () => {
+      // What the handshake negotiated (e.g. permessage-deflate), for the curious and for tests.
+      document.documentElement.dataset.wsExtensions = ws.extensions;
+      status(ws.extensions ? "connected (compressed)" : "connected"); $("join").disabled = false;
+    };
     ws.onmessage = (e) => {
       buffer += e.data;
       let i;

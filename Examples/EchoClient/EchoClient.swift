@@ -14,6 +14,7 @@ struct EchoClient: AsyncParsableCommand {
     @Option(help: "Agent name in the reports.") var agent = "Switchboard"
     @Option(help: "CA file to trust for wss:// (default: the system trust store).") var caFile: String?
     @Option(help: "Run only this case number.") var onlyCase: Int?
+    @Flag(help: "Do not offer permessage-deflate (offered by default, with context takeover).") var noDeflate = false
 
     func run() async throws {
         let count = try await caseCount()
@@ -35,6 +36,7 @@ struct EchoClient: AsyncParsableCommand {
         var configuration = WebSocketConfiguration()
         configuration.protocolLimits = WebSocketProtocolLimits(maxFrameSize: 64 << 20, maxMessageSize: 64 << 20)
         configuration.closeTimeout = .seconds(2)
+        if !noDeflate { configuration.compression = .contextTakeover }
         return try WebSocketURLEndpoint(url: url + target, tls: tls, configuration: configuration)
     }
 

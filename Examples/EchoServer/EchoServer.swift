@@ -22,12 +22,17 @@ struct EchoServer: AsyncParsableCommand {
     @Option(help: "Handler style: 'tasks' (a task per connection iterating messages()) or 'callbacks' (WebSocketCallbacks, no task per connection).")
     var api: API = .tasks
 
+    @Flag(help: "Decline permessage-deflate (accepted by default, without context takeover).") var noDeflate = false
+    @Flag(help: "Compress with context takeover and dedicated zlib streams per connection instead of the shared per-loop streams.")
+    var contextTakeover = false
+
     enum API: String, ExpressibleByArgument { case tasks, callbacks }
 
     func validate() throws {
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
         if maxMessageSize < 1 { throw ValidationError("--max-message-size must be positive") }
         if let pingInterval, !(0...86_400).contains(pingInterval) { throw ValidationError("--ping-interval must be 0…86400 seconds") }
+        if noDeflate && contextTakeover { throw ValidationError("--context-takeover needs compression: drop --no-deflate") }
     }
 
     func run() async throws {
@@ -35,6 +40,7 @@ struct EchoServer: AsyncParsableCommand {
         config.connection.protocolLimits = WebSocketProtocolLimits(maxFrameSize: maxMessageSize,
                                                                    maxMessageSize: maxMessageSize)
         config.loopCount = loops
+        if !noDeflate { config.connection.compression = contextTakeover ? .contextTakeover : .default }
         config.shutdownTimeout = .seconds(2)
         if let pingInterval {
             config.connection.pingInterval = pingInterval > 0 ? .seconds(pingInterval) : nil

@@ -45,6 +45,20 @@ func serve() async throws {
     try await server.run()  // until the task is cancelled: then 1001 to all, wait, return
 }
 
+func serveCompressed() async throws {
+    var configuration = WebSocketServerConfiguration(host: "127.0.0.1", port: 8080)
+    configuration.connection.compression = .default   // no context takeover: shared zlib streams
+    let server = WebSocketServer(configuration: configuration)
+    server.route("/account", compression: false) { connection in   // this route never compresses
+        try await connection.send(text: "balance: 42")
+    }
+    server.route("/feed") { connection in
+        try await connection.send(text: String(repeating: "{\"tick\":1}", count: 100))  // compressed
+        try await connection.send(text: "token=…", compress: false)                    // this one not
+    }
+    try await server.run()
+}
+
 func addCallbackRoute(to server: WebSocketServer) {
     server.route("/echo", callbacks: WebSocketCallbacks(onMessage: { connection, message in
         _ = try connection.sendNow(message)   // queued at once; the connection stops reading while

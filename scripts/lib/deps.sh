@@ -32,6 +32,10 @@ ensure_build_deps() {
         missing+=(libssl-dev)
     fi
     command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+    # zlib, for permessage-deflate.
+    if ! pkg-config --exists zlib 2>/dev/null && [ ! -f /usr/include/zlib.h ]; then
+        missing+=(zlib1g-dev)
+    fi
     if [ ${#missing[@]} -gt 0 ]; then
         say "installing ${missing[*]}"
         apt_install "${missing[@]}"

@@ -52,6 +52,7 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
         do {
             handshake = try WebSocketClientHandshake(host: options.hostHeader, path: options.target, key: key,
                                                      origin: options.origin, subprotocols: options.subprotocols,
+                                                     deflate: options.configuration.compression,
                                                      extraHeaders: options.headers)
         } catch {
             throw SwitchboardError.invalidArgument(error.description)
@@ -198,17 +199,17 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
             collectBody(rest)
             return
         }
-        let subprotocol: String?
+        let accepted: WebSocketClientHandshake.Accepted
         do {
-            subprotocol = try handshake.validate(head)
+            accepted = try handshake.accept(head)
         } catch {
             finish(.failure(SwitchboardError.handshakeFailed(error.description)))
             return
         }
         timer?.cancel()
-        let connection = WebSocketConnection(channel: channel, role: .client, subprotocol: subprotocol,
+        let connection = WebSocketConnection(channel: channel, role: .client, subprotocol: accepted.subprotocol,
                                              request: nil, configuration: options.configuration,
-                                             counters: counters)
+                                             deflate: accepted.deflate, counters: counters)
         counters?.logger.debug("connected", metadata: ["connection": "\(connection.id)",
                                                        "url": "\(options.redactedURL)"])
         let leftover = [UInt8](rest)

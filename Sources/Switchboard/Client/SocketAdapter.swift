@@ -279,7 +279,7 @@ public actor SocketAdapter: SocketClient {
     /// to the connection's event loop in batches (one wake-up for all the commands sent before
     /// the loop gets to them), in order. While the connection's outbound queue is above its
     /// high-water mark, or more than 256 KiB (`CommandOutbox.limit`) bytes of commands wait for the
-    /// loop, `send` waits for room instead, as ``WebSocketConnection/send(text:)`` does. A
+    /// loop, `send` waits for room instead, as ``WebSocketConnection/send(text:compress:)`` does. A
     /// command accepted just as the connection closes is dropped with it, like bytes in flight;
     /// the following `send` throws.
     public nonisolated func send(command: some SocketCommand) async throws(SwitchboardError) {

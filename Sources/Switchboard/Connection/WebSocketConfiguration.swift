@@ -32,7 +32,7 @@ public struct WebSocketConfiguration: Sendable, Equatable {
     public var outboundLowWaterMark: Int = 256 << 10
 
     /// The hard cap of the outbound queue, in bytes (default 16 MiB): a message offered with
-    /// ``WebSocketConnection/sendNow(_:)`` or a ``WebSocketConnection/ping(_:)`` while more
+    /// ``WebSocketConnection/sendNow(_:compress:)`` or a ``WebSocketConnection/ping(_:)`` while more
     /// than this is queued is refused with ``SwitchboardError`` `.limitExceeded` (close code
     /// 1013), nothing queued. `send` never reaches it: it waits below the high-water mark
     /// first. So a connection's outbound queue holds at most this plus one message.
@@ -64,11 +64,19 @@ public struct WebSocketConfiguration: Sendable, Equatable {
     /// How long the opening handshake (TCP connect excluded for clients) may take (default 10 s).
     public var handshakeTimeout: Duration = .seconds(10)
 
+    /// permessage-deflate (RFC 7692): nil (the default) speaks the uncompressed protocol; set
+    /// it to offer compression (client) or accept it (server). `PerMessageDeflateConfiguration`
+    /// (in `SwitchboardCore`) explains the modes; its default shares one zlib stream per event loop and keeps no zlib
+    /// memory per connection. Off by default because compression costs CPU and, mixed with
+    /// secrets, leaks them (CRIME/BREACH): opt in knowingly.
+    public var compression: PerMessageDeflateConfiguration?
+
     /// Creates a configuration with every default; change the properties you need.
     public init() {}
 
     /// Every default: 16 MiB frames and messages, 1 MiB lines, 1 MiB / 256 KiB water marks,
-    /// 16 MiB outbound limit, 20 s pings and pong timeout, 10 s handshake and close timeouts.
+    /// 16 MiB outbound limit, 20 s pings and pong timeout, 10 s handshake and close timeouts,
+    /// no compression.
     public static let `default` = WebSocketConfiguration()
 }
 

@@ -7,11 +7,17 @@ extension WebSocketConnection {
 
     /// Sends a text message. Waits while the outbound queue is above its high-water mark
     /// (or throws, per ``WebSocketConfiguration/sendPolicy``); throws `.closed` once closing.
-    public func send(text: String) async throws(SwitchboardError) {
+    ///
+    /// `compress`: with permessage-deflate negotiated, false sends this message uncompressed
+    /// (e.g. one that mixes a secret with attacker-influenced data, see <doc:Compression>). Messages below the configured threshold are never
+    /// compressed.
+    public func send(text: String, compress: Bool = true) async throws(SwitchboardError) {
         if !(isOpen && channel.isWritable) { try await waitUntilWritable() }
         var text = text
         try text.withUTF8 { buf in
-            Result { () throws(SwitchboardError) in _ = try enqueue(.text, UnsafeRawBufferPointer(buf), exempt: true) }
+            Result { () throws(SwitchboardError) in
+                _ = try enqueue(.text, UnsafeRawBufferPointer(buf), exempt: true, compress: compress)
+            }
         }.get()
     }
 
@@ -30,18 +36,18 @@ extension WebSocketConnection {
         return isOpen && channel.isWritable
     }
 
-    /// Sends a binary message.
-    public func send(binary: Data) async throws(SwitchboardError) {
+    /// Sends a binary message (`compress` as for ``send(text:compress:)``).
+    public func send(binary: Data, compress: Bool = true) async throws(SwitchboardError) {
         if !(isOpen && channel.isWritable) { try await waitUntilWritable() }
         try binary.withUnsafeBytes { buf in
-            Result { () throws(SwitchboardError) in _ = try enqueue(.binary, buf, exempt: true) }
+            Result { () throws(SwitchboardError) in _ = try enqueue(.binary, buf, exempt: true, compress: compress) }
         }.get()
     }
 
-    /// Sends a message.
-    public func send(_ message: WebSocketMessage) async throws(SwitchboardError) {
+    /// Sends a message (`compress` as for ``send(text:compress:)``).
+    public func send(_ message: WebSocketMessage, compress: Bool = true) async throws(SwitchboardError) {
         if !(isOpen && channel.isWritable) { try await waitUntilWritable() }
-        _ = try enqueue(message, exempt: true)
+        _ = try enqueue(message, exempt: true, compress: compress)
     }
 
     /// Waits for room (or throws). The senders call it only when there is no room or the
@@ -65,14 +71,17 @@ extension WebSocketConnection {
     /// the array goes to the socket as it is, instead of being copied behind its header.
     static let byReferenceThreshold = 16 << 10
 
-    private func enqueue(_ message: WebSocketMessage, exempt: Bool) throws(SwitchboardError) -> OutboundStatus {
+    private func enqueue(_ message: WebSocketMessage, exempt: Bool, compress: Bool = true) throws(SwitchboardError) -> OutboundStatus {
         let (opcode, bytes): (WebSocketOpcode, [UInt8]) = switch message {
         case .text(let b): (.text, b)
         case .binary(let b): (.binary, b)
         }
-        let reference = role == .server && bytes.count >= Self.byReferenceThreshold ? bytes : nil
+        let reference = role == .server && bytes.count >= Self.byReferenceThreshold
+            && !proto.compresses(payloadCount: bytes.count, compress: compress) ? bytes : nil
         return try bytes.withUnsafeBytes { buf in
-            Result { () throws(SwitchboardError) in try enqueue(opcode, buf, reference: reference, exempt: exempt) }
+            Result { () throws(SwitchboardError) in
+                try enqueue(opcode, buf, reference: reference, exempt: exempt, compress: compress)
+            }
         }.get()
     }
 
@@ -81,7 +90,7 @@ extension WebSocketConnection {
     /// hard ``WebSocketConfiguration/outboundLimit`` applies. `reference`: the payload's own
     /// array, queued after a header instead of copied (server role).
     private func enqueue(_ opcode: WebSocketOpcode, _ payload: UnsafeRawBufferPointer, reference: [UInt8]? = nil,
-                         exempt: Bool) throws(SwitchboardError) -> OutboundStatus {
+                         exempt: Bool, compress: Bool = true) throws(SwitchboardError) -> OutboundStatus {
         var refused: WebSocketStateError?
         let status: OutboundStatus
         if let reference {
@@ -97,7 +106,7 @@ extension WebSocketConnection {
         } else {
             status = channel.append(exempt: exempt) { buffer in
                 do throws(WebSocketStateError) {
-                    try proto.writeMessage(opcode, payload: payload, into: &buffer, using: &rng)
+                    try proto.writeMessage(opcode, payload: payload, into: &buffer, using: &rng, compress: compress)
                 } catch {
                     refused = error
                 }
@@ -124,25 +133,43 @@ extension WebSocketConnection {
     ///   mark: stop producing until it drains.
     /// - Throws: `.closed` once closing; `.limitExceeded` (close code 1013), with nothing
     ///   queued, when the queue already holds more than ``WebSocketConfiguration/outboundLimit``.
+    ///
+    /// `compress` as for ``send(text:compress:)``.
     @discardableResult
-    public func sendNow(_ message: WebSocketMessage) throws(SwitchboardError) -> WebSocketSendStatus {
+    public func sendNow(_ message: WebSocketMessage, compress: Bool = true) throws(SwitchboardError) -> WebSocketSendStatus {
         try checkOpen()
-        return try enqueue(message, exempt: false) == .queued ? .queued : .backpressure
+        return try enqueue(message, exempt: false, compress: compress) == .queued ? .queued : .backpressure
     }
 
-    /// Queues a data frame serialized once for every subscriber of a topic (server frames are
-    /// unmasked, so identical), without waiting: a subscriber whose outbound queue is above its
-    /// high-water mark is closed with 1013 instead of growing its buffer or blocking the
-    /// publisher. Returns whether the frame was queued.
-    func trySend(frame: UnsafeRawBufferPointer, payloadCount: Int) -> Bool {
+    /// Queues a topic publication without waiting: a subscriber whose outbound queue is above
+    /// its high-water mark is closed with 1013 instead of growing its buffer or blocking the
+    /// publisher. The frame is serialized once for every subscriber (server frames are
+    /// unmasked, so identical): the plain frame, or, when this connection compresses the
+    /// message with a shared per-loop stream, the compressed frame for its parameters, made
+    /// once per publish. A connection with its own compression context compresses the
+    /// message itself. Returns whether the message was queued.
+    func trySend(_ publication: TopicPublication) -> Bool {
         guard role == .server, isOpen else { return false }
         if !channel.isWritable {
             counters?.slowConsumerClosed()
             startClose(code: .tryAgainLater, reason: "slow consumer")
             return false
         }
-        channel.append(frame)
-        counters?.messageOut(bytes: payloadCount)
+        let count = publication.payload.count
+        var frame = publication.frame
+        if let codec = proto.deflate, codec.compresses(payloadCount: count, compress: publication.compress) {
+            guard let key = codec.sharedCompressorKey else {
+                // Its own context: compressed for it alone (counted by enqueue).
+                let queued = publication.payload.withUnsafeBytes { payload in
+                    (try? enqueue(publication.opcode, payload, exempt: true, compress: true)) != nil
+                }
+                return queued
+            }
+            // zlib failing leaves the plain frame: RSV1 is per message.
+            frame = publication.compressedFrame(for: key, streams: loop.deflateStreams) ?? frame
+        }
+        frame.withUnsafeBytes { _ = channel.append($0) }
+        counters?.messageOut(bytes: count)
         return true
     }
 

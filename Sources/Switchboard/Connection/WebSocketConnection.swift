@@ -106,6 +106,10 @@ public actor WebSocketConnection: EventLoopTimerTarget {
         get { closingState?.error }
         set { if newValue != nil || closingState != nil { ensuredClosingState.error = newValue } }
     }
+    /// The permessage-deflate parameters negotiated in the handshake, nil when the connection is
+    /// uncompressed.
+    public var compression: PerMessageDeflateParameters? { proto.deflate?.parameters }
+
     /// Round-trip time of the last keepalive ping answered (nil until one has been).
     public private(set) var lastPingRoundTrip: Duration?
 
@@ -116,16 +120,18 @@ public actor WebSocketConnection: EventLoopTimerTarget {
     private static let nextID = Atomic<UInt64>(1)
 
     init(channel: SocketChannel, role: WebSocketRole, subprotocol: String?, request: WebSocketUpgradeRequest?,
-         configuration: WebSocketConfiguration, counters: ConnectionCounters? = nil,
-         userInfo: [String: String] = [:]) {
+         configuration: WebSocketConfiguration, deflate: PerMessageDeflateParameters? = nil,
+         counters: ConnectionCounters? = nil, userInfo: [String: String] = [:]) {
         self.init(channel: channel, role: role, subprotocol: subprotocol, request: request,
-                  sharedConfiguration: SharedWebSocketConfiguration(configuration), counters: counters,
-                  userInfo: userInfo)
+                  sharedConfiguration: SharedWebSocketConfiguration(configuration), deflate: deflate,
+                  counters: counters, userInfo: userInfo)
     }
 
+    /// `deflate`: the permessage-deflate parameters the handshake negotiated (with
+    /// ``WebSocketConfiguration/compression`` set), nil for none.
     init(channel: SocketChannel, role: WebSocketRole, subprotocol: String?, request: WebSocketUpgradeRequest?,
-         sharedConfiguration: SharedWebSocketConfiguration, counters: ConnectionCounters? = nil,
-         userInfo: [String: String] = [:]) {
+         sharedConfiguration: SharedWebSocketConfiguration, deflate: PerMessageDeflateParameters? = nil,
+         counters: ConnectionCounters? = nil, userInfo: [String: String] = [:]) {
         let configuration = sharedConfiguration.value
         self.userInfo = userInfo
         self.id = Self.nextID.wrappingAdd(1, ordering: .relaxed).oldValue
@@ -136,7 +142,11 @@ public actor WebSocketConnection: EventLoopTimerTarget {
         self.request = request
         self.sharedConfiguration = sharedConfiguration
         self.counters = counters
-        self.proto = WebSocketProtocol(role: role, limits: configuration.protocolLimits)
+        // On the loop (the handshake ran there): its shared streams are loop-confined.
+        let codec = deflate.map {
+            channel.loop.deflateStreams.codec(parameters: $0, configuration: configuration.compression ?? .default, role: role)
+        }
+        self.proto = WebSocketProtocol(role: role, limits: configuration.protocolLimits, deflate: codec)
         self.inbound = InboundQueue(highWaterMark: configuration.inboundHighWaterMark,
                                     lowWaterMark: configuration.inboundLowWaterMark)
         channel.limits = sharedConfiguration.outboundLimits

@@ -1,4 +1,4 @@
-/// What ``WebSocketConnection/sendNow(_:)`` did with a message.
+/// What ``WebSocketConnection/sendNow(_:compress:)`` did with a message.
 ///
 /// A message that does not fit is not a status but an error (``SwitchboardError`` of kind
 /// `.limitExceeded`): see ``WebSocketConfiguration/outboundLimit``.

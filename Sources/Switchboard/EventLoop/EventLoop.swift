@@ -6,6 +6,7 @@ import Musl
 import CSwitchboardShims
 import Foundation
 import Synchronization
+import SwitchboardCore
 
 /// Something registered with an ``EventLoop`` that wants to hear when its file descriptor is ready.
 ///
@@ -73,6 +74,10 @@ public final class EventLoop: @unchecked Sendable {
     static let readBufferSize = 256 * 1024
     /// Decrypted bytes of TLS connections land here (loop-confined).
     let tlsPlaintextBuffer: UnsafeMutableRawBufferPointer
+    /// The zlib streams this loop's connections share for permessage-deflate without context
+    /// takeover (loop-confined: used only by code running on this loop; its streams are made
+    /// on first use).
+    let deflateStreams = PerMessageDeflateSharedStreams()
 
     init(name: String) throws(SocketError) {
         self.name = name

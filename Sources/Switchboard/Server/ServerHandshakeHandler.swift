@@ -122,9 +122,14 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
     private func upgrade(_ request: WebSocketUpgradeRequest, route: WebSocketRoute, userInfo: [String: String],
                          leftover: [UInt8]) {
         let subprotocol = server.configuration.subprotocols.first { request.subprotocols.contains($0) }
+        var deflate: PerMessageDeflateParameters?
+        if route.compression, let compression = server.configuration.connection.compression {
+            deflate = PerMessageDeflate.accept(offers: request.headers.values(for: "Sec-WebSocket-Extensions"),
+                                               configuration: compression)
+        }
         let response: [UInt8]
         do {
-            response = try WebSocketServerHandshake.acceptResponse(for: request, subprotocol: subprotocol)
+            response = try WebSocketServerHandshake.acceptResponse(for: request, subprotocol: subprotocol, deflate: deflate)
         } catch {
             reject(HTTPResponse.error(status: 400, message: error.description, type: .invalidRequest,
                                       code: "bad_request"), reason: .badRequest)
@@ -139,7 +144,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         let connection = WebSocketConnection(channel: channel, role: .server, subprotocol: subprotocol,
                                              request: Self.retained(request),
                                              sharedConfiguration: server.sharedConnectionConfiguration,
-                                             counters: server.counters, userInfo: userInfo)
+                                             deflate: deflate, counters: server.counters, userInfo: userInfo)
         server.register(connection)
         switch route.handler {
         case .task(let handler):

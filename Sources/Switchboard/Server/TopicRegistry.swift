@@ -111,16 +111,16 @@ final class TopicRegistry: Sendable {
         state.withLock { $0.topics[topic]?.count ?? 0 }
     }
 
-    /// A publish ready to deliver: the frame serialized once and the subscribers per loop.
+    /// A publish ready to deliver: the message (its frame serialized once) and the subscribers
+    /// per loop.
     private struct Delivery {
-        let frame: [UInt8]
-        let payloadCount: Int
+        let publication: TopicPublication
         let groups: [LoopSubscribers]
     }
 
     /// Nil when there is nobody to deliver to, or when a text message is not valid UTF-8.
     private func prepare(_ message: WebSocketMessage, to topic: String,
-                         excluding excluded: WebSocketConnection?) -> Delivery? {
+                         excluding excluded: WebSocketConnection?, compress: Bool) -> Delivery? {
         guard let subscribers = state.withLock({ $0.topics[topic] }),
               subscribers.count > (subscribers.contains(excluded) ? 1 : 0) else { return nil }
         let (opcode, payload): (WebSocketOpcode, [UInt8]) = switch message {
@@ -128,8 +128,8 @@ final class TopicRegistry: Sendable {
         case .binary(let b): (.binary, b)
         }
         if opcode == .text && !UTF8Validator.isValid(payload) { return nil }
-        return Delivery(frame: WebSocketFrameSerializer.frame(opcode: opcode, payload: payload, maskingKey: nil),
-                        payloadCount: payload.count, groups: subscribers.loops)
+        return Delivery(publication: TopicPublication(opcode: opcode, payload: payload, compress: compress),
+                        groups: subscribers.loops)
     }
 
     /// Queues `message` on every subscriber (except `excluded`); returns how many it was queued on.
@@ -137,13 +137,14 @@ final class TopicRegistry: Sendable {
     ///
     /// A text message that is not valid UTF-8 is queued nowhere (0).
     nonisolated(nonsending)
-    func publish(_ message: WebSocketMessage, to topic: String, excluding excluded: WebSocketConnection?) async -> Int {
-        guard let d = prepare(message, to: topic, excluding: excluded) else { return 0 }
+    func publish(_ message: WebSocketMessage, to topic: String, excluding excluded: WebSocketConnection?,
+                 compress: Bool = true) async -> Int {
+        guard let d = prepare(message, to: topic, excluding: excluded, compress: compress) else { return 0 }
         var sent = 0
         var remote: [LoopSubscribers] = []
         for group in d.groups {
             if group.loop.inEventLoop {
-                sent += Self.deliver(d.frame, payloadCount: d.payloadCount, to: group.connections, excluding: excluded)
+                sent += Self.deliver(d.publication, to: group.connections, excluding: excluded)
             } else {
                 remote.append(group)
             }
@@ -154,7 +155,7 @@ final class TopicRegistry: Sendable {
             for group in remote {
                 let connections = group.connections
                 taskGroup.addTask(executorPreference: group.loop) {
-                    Self.deliver(d.frame, payloadCount: d.payloadCount, to: connections, excluding: excluded)
+                    Self.deliver(d.publication, to: connections, excluding: excluded)
                 }
             }
             for await n in taskGroup { sent += n }
@@ -162,38 +163,68 @@ final class TopicRegistry: Sendable {
         }
     }
 
-    /// Like ``publish(_:to:excluding:)`` without waiting, for synchronous code (callback
+    /// Like ``publish(_:to:excluding:compress:)`` without waiting, for synchronous code (callback
     /// routes): subscribers on the caller's loop get the frame queued before this returns;
     /// each other loop gets one job that queues it there shortly after. Returns how many
     /// subscribers it was queued on here plus how many it was handed to on other loops.
-    func publishNow(_ message: WebSocketMessage, to topic: String, excluding excluded: WebSocketConnection?) -> Int {
-        guard let d = prepare(message, to: topic, excluding: excluded) else { return 0 }
+    func publishNow(_ message: WebSocketMessage, to topic: String, excluding excluded: WebSocketConnection?,
+                    compress: Bool = true) -> Int {
+        guard let d = prepare(message, to: topic, excluding: excluded, compress: compress) else { return 0 }
         var count = 0
         for group in d.groups {
             if group.loop.inEventLoop {
-                count += Self.deliver(d.frame, payloadCount: d.payloadCount, to: group.connections, excluding: excluded)
+                count += Self.deliver(d.publication, to: group.connections, excluding: excluded)
             } else {
                 let connections = group.connections
                 count += connections.count - (group.contains(excluded) ? 1 : 0)
                 group.loop.execute {
-                    _ = Self.deliver(d.frame, payloadCount: d.payloadCount, to: connections, excluding: excluded)
+                    _ = Self.deliver(d.publication, to: connections, excluding: excluded)
                 }
             }
         }
         return count
     }
 
-    /// Appends `frame` to each connection's outbound queue. Runs on the connections' loop.
-    private static func deliver(_ frame: [UInt8], payloadCount: Int, to connections: [WebSocketConnection],
+    /// Queues the publication on each connection's outbound queue. Runs on the connections' loop.
+    private static func deliver(_ publication: TopicPublication, to connections: [WebSocketConnection],
                                 excluding excluded: WebSocketConnection?) -> Int {
         var sent = 0
-        frame.withUnsafeBytes { buf in
-            // Safety: used synchronously on this loop thread only.
-            nonisolated(unsafe) let buf = buf
-            for c in connections where c !== excluded {
-                if c.assumeIsolated({ $0.trySend(frame: buf, payloadCount: payloadCount) }) { sent += 1 }
-            }
+        for c in connections where c !== excluded {
+            if c.assumeIsolated({ $0.trySend(publication) }) { sent += 1 }
         }
         return sent
+    }
+}
+
+/// One topic publish, shared by the loops that deliver it: the message, its plain frame
+/// (serialized once), and its compressed frames, each made once per set of shared-compressor
+/// parameters by the first subscriber's loop that needs it (RFC 7692 without context
+/// takeover: the compressed bytes are the same for every subscriber with those parameters).
+final class TopicPublication: Sendable {
+    let opcode: WebSocketOpcode
+    let payload: [UInt8]
+    let frame: [UInt8]
+    /// The publisher's per-message choice (false: never compressed).
+    let compress: Bool
+    private let compressed = Mutex<[PerMessageDeflateSharedStreams.CompressorKey: [UInt8]]>([:])
+
+    init(opcode: WebSocketOpcode, payload: [UInt8], compress: Bool) {
+        self.opcode = opcode
+        self.payload = payload
+        self.compress = compress
+        frame = WebSocketFrameSerializer.frame(opcode: opcode, payload: payload, maskingKey: nil)
+    }
+
+    /// The compressed frame for subscribers compressing with `key`, made with `streams` (the
+    /// calling loop's) on first request; nil if zlib failed.
+    func compressedFrame(for key: PerMessageDeflateSharedStreams.CompressorKey,
+                         streams: PerMessageDeflateSharedStreams) -> [UInt8]? {
+        compressed.withLock { cache in
+            if let frame = cache[key] { return frame }
+            guard let body = payload.withUnsafeBytes({ streams.compress($0, key: key) }) else { return nil }
+            let frame = WebSocketFrameSerializer.frame(opcode: opcode, rsv: 0b100, payload: body, maskingKey: nil)
+            cache[key] = frame
+            return frame
+        }
     }
 }

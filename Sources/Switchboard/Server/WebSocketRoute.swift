@@ -21,14 +21,16 @@ public enum WebSocketAuthDecision: Sendable {
 /// A registered WebSocket path.
 struct WebSocketRoute: Sendable {
     enum Handler: Sendable {
-        /// One task per connection, running the handler (see ``WebSocketServer/route(_:authenticate:handler:)``).
+        /// One task per connection, running the handler (see ``WebSocketServer/route(_:compression:authenticate:handler:)``).
         case task(@Sendable (isolated WebSocketConnection) async throws -> Void)
-        /// No task: callbacks on the connection's loop (see ``WebSocketServer/route(_:authenticate:callbacks:)``).
+        /// No task: callbacks on the connection's loop (see ``WebSocketServer/route(_:compression:authenticate:callbacks:)``).
         case callbacks(WebSocketCallbacksBox)
     }
 
     var authenticate: (@Sendable (WebSocketUpgradeRequest) async -> WebSocketAuthDecision)?
     var handler: Handler
+    /// Whether permessage-deflate may be accepted here (when the server's configuration has it).
+    var compression: Bool = true
 }
 
 /// Callbacks of a callback route: the lightest way to serve many connections.
@@ -36,7 +38,7 @@ struct WebSocketRoute: Sendable {
 /// They run synchronously on the connection's loop, isolated to the connection, one at a time
 /// and in order; no task exists per connection, so an idle connection costs only its state,
 /// and a message costs no executor hop. Do not block in them: hand slow work to a task.
-/// Answer with ``WebSocketConnection/sendNow(_:)``. `onOpen` and `onMessage` may throw: the
+/// Answer with ``WebSocketConnection/sendNow(_:compress:)``. `onOpen` and `onMessage` may throw: the
 /// error is logged and the connection is closed with 1011 (internal error), as for a task
 /// route's handler. Backpressure: while the connection's
 /// outbound queue is above its high-water mark the connection stops reading, so a peer that

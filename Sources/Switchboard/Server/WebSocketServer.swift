@@ -125,19 +125,29 @@ public final class WebSocketServer: Sendable {
     /// throws, the error is logged and the connection is closed with 1011 (internal error);
     /// a `CancellationError` (or ``SwitchboardError`` of kind `.cancelled`) closes it with
     /// 1001 (going away) instead.
-    public func route(_ path: String,
+    ///
+    /// `compression: false` declines permessage-deflate on this route even when
+    /// ``WebSocketConfiguration/compression`` is set (e.g. a route whose messages mix secrets
+    /// with user input).
+    public func route(_ path: String, compression: Bool = true,
                       authenticate: (@Sendable (WebSocketUpgradeRequest) async -> WebSocketAuthDecision)? = nil,
                       handler: @escaping @Sendable (isolated WebSocketConnection) async throws -> Void) {
-        state.withLock { $0.routes[path] = WebSocketRoute(authenticate: authenticate, handler: .task(handler)) }
+        state.withLock {
+            $0.routes[path] = WebSocketRoute(authenticate: authenticate, handler: .task(handler), compression: compression)
+        }
     }
 
     /// Registers callbacks for WebSocket upgrades on `path`: no task per connection (see
     /// ``WebSocketCallbacks``). The lightest and fastest way to serve many connections; the
-    /// task form, ``route(_:authenticate:handler:)``, reads more naturally for conversations.
-    public func route(_ path: String,
+    /// task form, ``route(_:compression:authenticate:handler:)``, reads more naturally for
+    /// conversations. `compression` as for the task form.
+    public func route(_ path: String, compression: Bool = true,
                       authenticate: (@Sendable (WebSocketUpgradeRequest) async -> WebSocketAuthDecision)? = nil,
                       callbacks: WebSocketCallbacks) {
-        state.withLock { $0.routes[path] = WebSocketRoute(authenticate: authenticate, handler: .callbacks(WebSocketCallbacksBox(callbacks))) }
+        state.withLock {
+            $0.routes[path] = WebSocketRoute(authenticate: authenticate, handler: .callbacks(WebSocketCallbacksBox(callbacks)),
+                                             compression: compression)
+        }
     }
 
     /// Answers plain HTTP requests (no `Upgrade` header); return nil for `404`.
@@ -532,28 +542,35 @@ public final class WebSocketServer: Sendable {
     /// Queues `message` on every subscriber of `topic` except `excluding`; never waits on a slow
     /// subscriber (a full outbound queue closes that subscriber with 1013). Returns how many subscribers it was queued on.
     ///
+    /// With permessage-deflate, subscribers that compress without context takeover share one
+    /// compressed frame (made once per set of parameters); those with their own context
+    /// compress it each. `compress: false` sends it uncompressed to everyone.
+    ///
     /// Runs on the caller's executor (`nonisolated(nonsending)`): called from a route handler,
     /// the subscribers on the handler's loop are served inline, with no hop.
     @discardableResult
     nonisolated(nonsending)
-    public func publish(_ message: WebSocketMessage, to topic: String, excluding: WebSocketConnection? = nil) async -> Int {
-        await topics.publish(message, to: topic, excluding: excluding)
+    public func publish(_ message: WebSocketMessage, to topic: String, excluding: WebSocketConnection? = nil,
+                        compress: Bool = true) async -> Int {
+        await topics.publish(message, to: topic, excluding: excluding, compress: compress)
     }
 
     /// Publishes without waiting, for synchronous handlers (``WebSocketCallbacks``): subscribers
     /// on the caller's event loop have the message queued before this returns, subscribers on
-    /// other loops shortly after (one job per loop). Like ``publish(_:to:excluding:)``, it never
+    /// other loops shortly after (one job per loop). Like ``publish(_:to:excluding:compress:)``, it never
     /// waits on a slow subscriber. Returns how many subscribers it was queued on or handed to.
     @discardableResult
-    public func publishNow(_ message: WebSocketMessage, to topic: String, excluding: WebSocketConnection? = nil) -> Int {
-        topics.publishNow(message, to: topic, excluding: excluding)
+    public func publishNow(_ message: WebSocketMessage, to topic: String, excluding: WebSocketConnection? = nil,
+                           compress: Bool = true) -> Int {
+        topics.publishNow(message, to: topic, excluding: excluding, compress: compress)
     }
 
     /// Publishes a text message.
     @discardableResult
     nonisolated(nonsending)
-    public func publish(text: String, to topic: String, excluding: WebSocketConnection? = nil) async -> Int {
-        await publish(.text(Array(text.utf8)), to: topic, excluding: excluding)
+    public func publish(text: String, to topic: String, excluding: WebSocketConnection? = nil,
+                        compress: Bool = true) async -> Int {
+        await publish(.text(Array(text.utf8)), to: topic, excluding: excluding, compress: compress)
     }
 
     // MARK: Observability

@@ -51,6 +51,13 @@ def main(url, screenshot):
         for d, w, user in ((a, wait_a, "alice"), (b, wait_b, "bob")):
             d.get(url)
             w.until(EC.element_to_be_clickable((By.ID, "join")))
+            # Chromium offers permessage-deflate; the chat-room accepts it by default, without
+            # context takeover either way.
+            negotiated = d.execute_script("return document.documentElement.dataset.wsExtensions")
+            expected = "permessage-deflate; server_no_context_takeover; client_no_context_takeover"
+            if negotiated != expected:
+                print(f"negotiated Sec-WebSocket-Extensions {negotiated!r}, expected {expected!r}", file=sys.stderr)
+                return 1
             d.find_element(By.ID, "room").clear()
             d.find_element(By.ID, "room").send_keys("lobby")
             d.find_element(By.ID, "user").send_keys(user)
@@ -82,7 +89,8 @@ def main(url, screenshot):
         if not b.save_screenshot(screenshot):
             print("screenshot failed", file=sys.stderr)
             return 1
-        print("ok: messages in bob's window:", b.find_element(By.ID, "messages").text.replace("\n", " | "))
+        print("ok: messages in bob's window:", b.find_element(By.ID, "messages").text.replace("\n", " | "),
+              "| extensions:", negotiated)
         return 0
     except Exception as e:  # noqa: BLE001
         print(f"browser check failed: {type(e).__name__}: {e}", file=sys.stderr)

@@ -191,6 +191,47 @@ async def scenario_shutdown(port, path, n):
     await asyncio.gather(*(watch(i, ws) for i, ws in enumerate(clients)))
 
 
+def deflate_factories(mode):
+    """The client's permessage-deflate offer: `takeover` (the library's default, context takeover
+    both ways), `none` (no context takeover either way), `off` (no offer)."""
+    from websockets.extensions.permessage_deflate import ClientPerMessageDeflateFactory
+    if mode == "off":
+        return []
+    if mode == "none":
+        return [ClientPerMessageDeflateFactory(server_no_context_takeover=True, client_no_context_takeover=True)]
+    return [ClientPerMessageDeflateFactory(client_max_window_bits=True)]
+
+
+def json_message(i, size):
+    """JSON-like text of about `size` bytes (what chat and telemetry traffic looks like)."""
+    parts = []
+    n = i
+    while sum(len(p) for p in parts) < size:
+        parts.append(json.dumps({"user": f"user{n % 7}", "room": "lobby", "seq": n,
+                                 "text": f"message {n} from the deflate scenario"}))
+        n += 1
+    return "[" + ",".join(parts)[: size - 2] + "]"
+
+
+async def scenario_deflate(port, path, mode, count):
+    """Offers permessage-deflate per `mode`, sends `count` JSON messages of 1-4 KiB and one binary,
+    each echoed back; prints the negotiated extension, how many echoes matched, and the close."""
+    async with connect_to(port, path, extensions=deflate_factories(mode), compression=None,
+                          max_size=None) as ws:
+        emit(event="open", extensions=ws.response.headers.get("Sec-WebSocket-Extensions"))
+        matched = 0
+        for i in range(count):
+            msg = json_message(i, 1024 * (1 + i % 4))
+            await ws.send(msg)
+            got = await asyncio.wait_for(ws.recv(), WAIT)
+            matched += got == msg
+        blob = bytes(range(256)) * 64
+        await ws.send(blob)
+        got = await asyncio.wait_for(ws.recv(), WAIT)
+        emit(event="echoes", matched=matched, count=count, binary=got == blob)
+    emit(event="closed", code=close_code(ws))
+
+
 async def main():
     if len(sys.argv) < 3:
         raise SystemExit(__doc__)
@@ -209,6 +250,8 @@ async def main():
         await scenario_counted_subscriber(port, rest[0], int(rest[1]), int(rest[2]))
     elif name == "shutdown":
         await scenario_shutdown(port, rest[0], int(rest[1]))
+    elif name == "deflate":
+        await scenario_deflate(port, rest[0], rest[1], int(rest[2]))
     else:
         raise SystemExit(f"unknown scenario {name}")
 

@@ -127,8 +127,15 @@ async def record_close(ws):
             out(f"CLOSED {rcvd.code} {rcvd.reason}")
 
 
+async def extensions_then_echo(ws):
+    """Sends the Sec-WebSocket-Extensions answer it gave (empty if none), then echoes."""
+    await ws.send(ws.response.headers.get("Sec-WebSocket-Extensions", ""))
+    await echo(ws)
+
+
 ROUTES = {
     "/echo": echo,
+    "/extensions": extensions_then_echo,
     "/lines": lines,
     "/close": close_after_any,
     "/record-close": record_close,
@@ -184,6 +191,9 @@ async def main() -> None:
     parser.add_argument("--tls-cert")
     parser.add_argument("--tls-key")
     parser.add_argument("--silent", action="store_true")
+    parser.add_argument("--deflate", choices=["off", "takeover", "none"], default="off",
+                        help="accept permessage-deflate: with context takeover (the websockets "
+                             "default) or without it either way")
     args = parser.parse_args()
 
     loop = asyncio.get_running_loop()
@@ -202,8 +212,17 @@ async def main() -> None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(args.tls_cert, args.tls_key)
 
+    extensions = []
+    if args.deflate != "off":
+        from websockets.extensions.permessage_deflate import ServerPerMessageDeflateFactory
+        if args.deflate == "none":
+            extensions = [ServerPerMessageDeflateFactory(server_no_context_takeover=True,
+                                                         client_no_context_takeover=True)]
+        else:
+            extensions = [ServerPerMessageDeflateFactory()]
     async with serve(handler, "127.0.0.1", args.port, ssl=context, max_size=64 * 1024 * 1024,
-                     process_request=process_request, compression=None) as server:
+                     process_request=process_request, compression=None,
+                     extensions=extensions) as server:
         port = next(iter(server.sockets)).getsockname()[1]
         out(f"PORT {port}")
         await stop

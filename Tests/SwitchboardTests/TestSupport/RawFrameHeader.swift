@@ -2,6 +2,8 @@
 /// rather than taken from the library, so that its parser is not what checks itself.
 struct RawFrameHeader {
     var fin: Bool
+    /// RSV1–3 (RSV1, 0b100, marks a permessage-deflate compressed message).
+    var rsv: UInt8
     var opcode: UInt8
     /// Bytes of header before the payload.
     var headerLength: Int
@@ -24,7 +26,8 @@ struct RawFrameHeader {
             length = b[2..<10].reduce(0) { $0 << 8 | Int($1) }
             header = 10
         }
-        return RawFrameHeader(fin: b[0] & 0x80 != 0, opcode: b[0] & 0x0F, headerLength: header, payloadLength: length)
+        return RawFrameHeader(fin: b[0] & 0x80 != 0, rsv: (b[0] >> 4) & 0x7, opcode: b[0] & 0x0F, headerLength: header,
+                              payloadLength: length)
     }
 
     /// Header plus payload.

@@ -27,6 +27,8 @@ final class ServerRawSocket {
         var fin: Bool
         var opcode: UInt8
         var payload: [UInt8]
+        /// RSV1–3 bits (0b100: compressed, RFC 7692).
+        var rsv: UInt8 = 0
         /// For a close frame: the status code, if the payload has one.
         var closeCode: Int? { closeFrameCode(opcode: opcode, payload: payload) }
     }
@@ -154,7 +156,7 @@ final class ServerRawSocket {
         guard let h = try RawFrameHeader.parse(buffer), buffer.count >= h.frameLength else { return nil }
         let payload = Array(buffer[h.headerLength..<h.frameLength])
         buffer.removeFirst(h.frameLength)
-        return Frame(fin: h.fin, opcode: h.opcode, payload: payload)
+        return Frame(fin: h.fin, opcode: h.opcode, payload: payload, rsv: h.rsv)
     }
 
     // MARK: Many sockets at once
