@@ -18,8 +18,8 @@ let package = Package(
     ],
     targets: [
         // The load generator: C over raw epoll, so it is never the bottleneck.
-        // Links OpenSSL (libssl-dev) for its TLS mode.
-        .executableTarget(name: "loadgen", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
+        // Links OpenSSL (libssl-dev) for its TLS mode and zlib (zlib1g-dev) for permessage-deflate.
+        .executableTarget(name: "loadgen", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto"), .linkedLibrary("z")]),
         // The client benchmark's streaming server: C over raw epoll, writes newline-delimited
         // text frames as fast as the socket takes them. libcrypto for Sec-WebSocket-Accept's SHA-1.
         .executableTarget(name: "line-streamer", linkerSettings: [.linkedLibrary("crypto")]),

@@ -19,6 +19,19 @@
 # messages(); "nio" a raw SwiftNIO NIOWebSocket handler; "hummingbird" Hummingbird 2's
 # WebSocket router; "python" websockets 17 (asyncio).
 #
+# Compression (permessage-deflate, RFC 7692): the echo-json-* scenarios send JSON-like text
+# messages of 1 KiB (loadgen --payload json); echo-json-1KiB-100c uncompressed (the baseline,
+# every server), the *-deflate-shared-* ones with loadgen offering "server_no_context_takeover;
+# client_no_context_takeover", the *-deflate-takeover-* ones offering context takeover. For those,
+# the servers run with compression on: echo-server as is (shared per-loop streams, no context
+# takeover) or with --context-takeover (dedicated streams per connection), uws-echo with
+# UWS_COMPRESSION=shared or dedicated, the Python peer with --deflate (websockets' defaults,
+# context takeover unless the client asks for none); raw SwiftNIO and Hummingbird are left out.
+# loadgen checks every echo and counts frame bytes; a third table gives the bytes on the wire
+# saved (1 - frame bytes / message bytes). hold-idle-json and hold-idle-deflate-* measure memory
+# per idle connection after ONE 1 KiB JSON message and its echo (so that per-connection zlib
+# streams exist), without compression and in each mode; hold-idle stays as it was (no message).
+#
 # Clients (after the server rounds; CLIENTS=0 skips them): "sb-client" is client-bench
 # (Switchboard's SocketAdapter: lines in, send(command:) out), "python-client" websockets 17
 # (asyncio), "node-client" Node.js with Debian's node-ws. Scenarios: client-pipelined-60B-w64
@@ -86,6 +99,12 @@ echo-binary-1MiB-10c|--conns 10 --size 1048576 --binary|mb_per_s|MB/s echoed
 fanout-16B-1000subs|--mode fanout --conns 1000 --size 16 --path /broadcast --window 4|deliveries_per_s|deliveries/s
 tls-echo-text-16B-100c|--tls --conns 100 --size 16|round_trips_per_s|round trips/s
 hold-idle|--mode hold --conns $HOLD_CONNS --settle 3|kib_per_conn|KiB RSS per idle connection
+echo-json-1KiB-100c|--conns 100 --size 1024 --payload json|round_trips_per_s|round trips/s
+echo-json-1KiB-deflate-shared-100c|--conns 100 --size 1024 --payload json --deflate shared|round_trips_per_s|round trips/s
+echo-json-1KiB-deflate-takeover-100c|--conns 100 --size 1024 --payload json --deflate takeover|round_trips_per_s|round trips/s
+hold-idle-json|--mode hold --conns $HOLD_CONNS --settle 3 --payload json --size 1024|kib_per_conn|KiB RSS per idle connection (after one 1 KiB message)
+hold-idle-deflate-shared|--mode hold --conns $HOLD_CONNS --settle 3 --payload json --size 1024 --deflate shared|kib_per_conn|KiB RSS per idle connection (after one 1 KiB message)
+hold-idle-deflate-takeover|--mode hold --conns $HOLD_CONNS --settle 3 --payload json --size 1024 --deflate takeover|kib_per_conn|KiB RSS per idle connection (after one 1 KiB message)
 "
 SCENARIOS=${SCENARIOS:-$(echo "$ALL_SCENARIOS" | cut -d'|' -f1 | xargs)}
 
@@ -104,12 +123,23 @@ supports() {  # server scenario
     case "$2" in
         fanout-*) case "$1" in switchboard|switchboard-tasks|uws) return 0 ;; *) return 1 ;; esac ;;  # others: echo only
         tls-*) case "$1" in switchboard|switchboard-tasks|python) return 0 ;; *) return 1 ;; esac ;;  # NIO peers: no swift-nio-ssl; uws: built without TLS
+        *-deflate-*) case "$1" in switchboard|switchboard-tasks|uws|python) return 0 ;; *) return 1 ;; esac ;;  # NIO peers: no permessage-deflate
         *) return 0 ;;
+    esac
+}
+
+# permessage-deflate mode a scenario needs from the server: shared, takeover, or none.
+deflate_variant() {  # scenario
+    case "$1" in
+        *-deflate-shared*) echo shared ;;
+        *-deflate-takeover*) echo takeover ;;
+        *) echo "" ;;
     esac
 }
 
 # ---- prerequisites and builds ----
 ensure_build_deps
+[ -f /usr/include/zlib.h ] || { say "installing zlib1g-dev (loadgen's permessage-deflate)"; apt_install zlib1g-dev; }
 ensure_python_websockets
 command -v taskset >/dev/null 2>&1 || apt_install util-linux
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
@@ -150,6 +180,8 @@ say "builds took $(( $(date +%s) - started )) s"
 mkdir -p "$OUT"
 results="$OUT/results.tsv"
 : > "$results"
+wire="$OUT/wire.tsv"   # server scenario round conns negotiated payload_sent wire_sent payload_recv wire_recv
+: > "$wire"
 certdir="$OUT/tls"
 mkdir -p "$certdir"
 if [ ! -f "$certdir/key.pem" ]; then
@@ -179,21 +211,27 @@ pick_port() {  # sets picked_port
 server_pid=""
 server_port=""
 picked_port=""
-start_server() {  # name tls(0|1) [fanout: uws runs uws-fanout]
-    local name=$1 tls=$2 variant=${3:-} log="$OUT/server-$1${3:+-$3}.log" tlsargs=()
+start_server() {  # name tls(0|1) [variant: fanout (uws runs uws-fanout), shared, takeover (compression)]
+    local name=$1 tls=$2 variant=${3:-} log="$OUT/server-$1${3:+-$3}.log" tlsargs=() sbargs=() pyargs=()
     [ "$tls" = 1 ] && tlsargs=(--tls-cert "$certdir/cert.pem" --tls-key "$certdir/key.pem")
+    # Compression: echo-server accepts it by default (shared per-loop streams, no context
+    # takeover); --context-takeover gives each connection its own streams.
+    [ "$variant" = takeover ] && sbargs=(--context-takeover)
+    case "$variant" in shared|takeover) pyargs=(--deflate) ;; esac
+    local uwscomp=off
+    case "$variant" in shared) uwscomp=shared ;; takeover) uwscomp=dedicated ;; esac
     server_port=""
     case "$name" in
         uws)
             pick_port
             local uwsbin=uws-echo
             [ "$variant" = fanout ] && uwsbin=uws-fanout
-            PORT=$picked_port taskset -c 0 "$uwsdir/$uwsbin" >"$log" 2>&1 & ;;
-        switchboard) taskset -c 0 "$sbbin/echo-server" --port 0 --loops 1 --api callbacks "${tlsargs[@]}" >"$log" 2>&1 & ;;
-        switchboard-tasks) taskset -c 0 "$sbbin/echo-server" --port 0 --loops 1 --api tasks "${tlsargs[@]}" >"$log" 2>&1 & ;;
+            UWS_COMPRESSION=$uwscomp PORT=$picked_port taskset -c 0 "$uwsdir/$uwsbin" >"$log" 2>&1 & ;;
+        switchboard) taskset -c 0 "$sbbin/echo-server" --port 0 --loops 1 --api callbacks "${tlsargs[@]}" "${sbargs[@]}" >"$log" 2>&1 & ;;
+        switchboard-tasks) taskset -c 0 "$sbbin/echo-server" --port 0 --loops 1 --api tasks "${tlsargs[@]}" "${sbargs[@]}" >"$log" 2>&1 & ;;
         nio) taskset -c 0 "$bin/nio-echo-server" --port 0 --loops 1 >"$log" 2>&1 & ;;
         hummingbird) taskset -c 0 "$bin/hummingbird-echo-server" --port 0 --loops 1 >"$log" 2>&1 & ;;
-        python) taskset -c 0 python3 "$here/Peers/python_echo_server.py" --port 0 "${tlsargs[@]}" >"$log" 2>&1 & ;;
+        python) taskset -c 0 python3 "$here/Peers/python_echo_server.py" --port 0 "${tlsargs[@]}" "${pyargs[@]}" >"$log" 2>&1 & ;;
         line-streamer) taskset -c 0 "$bin/line-streamer" --port 0 >"$log" 2>&1 & ;;
         *) say "unknown server $name"; exit 2 ;;
     esac
@@ -235,13 +273,25 @@ measure() {  # server scenario-line round
     # shellcheck disable=SC2086
     out=$(taskset -c 1 "$bin/loadgen" --port "$server_port" $args "${extra[@]}" 2>&1) || true
     value=$(echo "$out" | sed -n "s/.* $field=\([0-9.]*\).*/\1/p" | head -1)
-    if [ -z "$value" ] || echo "$out" | grep -q "errors=[1-9]\|failed=[1-9]"; then
+    if [ -z "$value" ] || echo "$out" | grep -q "errors=[1-9]\|failed=[1-9]\|mismatches=[1-9]"; then
         say "$server $name round $round: FAILED: $(echo "$out" | tail -2 | tr '\n' ' ')"
+        value="failed"
+    elif [[ "$args" == *--deflate* ]] && echo "$out" | grep -q "declined=[1-9]"; then
+        say "$server $name round $round: FAILED: the server declined permessage-deflate: $(echo "$out" | tail -1)"
         value="failed"
     fi
     printf '%s\t%s\t%s\t%s\n' "$server" "$name" "$round" "$value" >> "$results"
-    printf '  %-17s %-26s round %s: %s %s\n' "$server" "$name" "$round" "$value" \
-        "$(echo "$out" | grep -o 'loadgen_cpu=[0-9]*%' || true)" >&2
+    # Bytes on the wire, for the JSON and compressed scenarios.
+    if [ "$value" != failed ] && [[ "$args" == *--payload\ json* || "$args" == *--deflate* ]]; then
+        local f row=("$server" "$name" "$round")
+        for f in conns negotiated payload_sent wire_sent payload_recv wire_recv; do
+            row+=("$(echo "$out" | sed -n "s/^result .* $f=\([0-9]*\).*/\1/p" | head -1)")
+        done
+        (IFS=$'\t'; echo "${row[*]}") >> "$wire"
+    fi
+    printf '  %-17s %-26s round %s: %s %s %s\n' "$server" "$name" "$round" "$value" \
+        "$(echo "$out" | grep -o 'loadgen_cpu=[0-9]*%' || true)" \
+        "$(echo "$out" | grep -o 'negotiated=[0-9]* \|saved_pct=[-0-9.]*' | tr -d '\n' || true)" >&2
 }
 
 scenario_line() { echo "$ALL_SCENARIOS" | grep "^$1|"; }
@@ -276,12 +326,14 @@ measure_client() {  # client scenario-line round
 for round in $(seq 1 "$RUNS"); do
     say "round $round of $RUNS"
     for server in $SERVERS; do
-        plain=(); tls=(); hold=(); fanout=()
+        plain=(); tls=(); hold=(); fanout=(); dshared=(); dtakeover=()
         for s in $SCENARIOS; do
             supports "$server" "$s" || continue
             case "$s" in
                 tls-*) tls+=("$s") ;;
                 hold-*) hold+=("$s") ;;
+                *-deflate-shared*) dshared+=("$s") ;;
+                *-deflate-takeover*) dtakeover+=("$s") ;;
                 # uWebSockets relays in a separate program; Switchboard's echo-server has /broadcast.
                 fanout-*) if [ "$server" = uws ]; then fanout+=("$s"); else plain+=("$s"); fi ;;
                 *) plain+=("$s") ;;
@@ -302,9 +354,20 @@ for round in $(seq 1 "$RUNS"); do
             for s in "${tls[@]}"; do measure "$server" "$(scenario_line "$s")" "$round"; done
             stop_server
         fi
+        # Compression on, in the mode the scenarios ask for.
+        if [ ${#dshared[@]} -gt 0 ]; then
+            start_server "$server" 0 shared
+            for s in "${dshared[@]}"; do measure "$server" "$(scenario_line "$s")" "$round"; done
+            stop_server
+        fi
+        if [ ${#dtakeover[@]} -gt 0 ]; then
+            start_server "$server" 0 takeover
+            for s in "${dtakeover[@]}"; do measure "$server" "$(scenario_line "$s")" "$round"; done
+            stop_server
+        fi
         # Memory on a fresh process, so earlier scenarios' heap does not hide the growth.
         for s in "${hold[@]}"; do
-            start_server "$server" 0
+            start_server "$server" 0 "$(deflate_variant "$s")"
             sleep 0.5
             measure "$server" "$(scenario_line "$s")" "$round"
             stop_server

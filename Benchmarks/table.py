@@ -7,7 +7,13 @@ benchmark ran) clients.
 Each cell: median (min–max) over the rounds. The last columns give Switchboard / peer of
 the medians (for memory, lower is better, so a ratio under 1 means Switchboard uses less).
 With uWebSockets in the run, "SB callbacks / uWS" and "SB tasks / uWS" come first.
+
+When RESULTS' folder holds a non-empty wire.tsv (run.sh writes it for the JSON and compressed
+scenarios: server, scenario, round, conns, negotiated, payload_sent, wire_sent, payload_recv,
+wire_recv), a third table gives the bytes on the wire saved: 1 - frame bytes / message bytes,
+summed over the rounds, per direction and both together.
 """
+import os
 import statistics
 import sys
 
@@ -97,9 +103,52 @@ if clients and server_rows_present:
 if server_rows_present or not clients:
     table(servers, scenarios, server_ratios)
     if server_ratios:
+        hold_names = "hold-idle" if not any(n[0].startswith("hold-idle-") and any((s, n[0]) in values for s in servers)
+                                            for n in scenarios) else "hold-idle and hold-idle-*"
         print("\nRatios: Switchboard / peer of the medians; above 1× Switchboard is faster, except for "
-              "hold-idle (memory per idle connection, lower is better), where under 1× means Switchboard "
+              f"{hold_names} (memory per idle connection, lower is better), where under 1× means Switchboard "
               "uses less memory.")
+
+# ---- bytes on the wire (JSON and compressed scenarios) ----
+wire_path = os.path.join(os.path.dirname(os.path.abspath(results_path)), "wire.tsv")
+wire = {}
+if os.path.exists(wire_path):
+    with open(wire_path) as f:
+        for row in f:
+            fields = row.rstrip("\n").split("\t")
+            if len(fields) != 9 or not all(fields[3:]):
+                continue
+            server, scenario = fields[0], fields[1]
+            nums = [int(x) for x in fields[3:]]
+            acc = wire.setdefault((server, scenario), [0, None, 0, 0, 0, 0])
+            acc[0] = nums[0]                       # conns
+            acc[1] = nums[1] if acc[1] is None else min(acc[1], nums[1])  # negotiated (fewest of the rounds)
+            for i in range(2, 6):
+                acc[i] += nums[i]
+
+
+def saved(wire_bytes, payload_bytes):
+    return f"{100 * (1 - wire_bytes / payload_bytes):.1f}%" if payload_bytes else "—"
+
+
+if wire and server_rows_present:
+    print("\n### Bytes on the wire\n")
+    print("| scenario | server | deflate negotiated | saved client→server | saved server→client | saved total | message bytes / frame bytes |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for name, args, _field, _unit in scenarios:
+        for server in servers:
+            acc = wire.get((server, name))
+            if not acc:
+                continue
+            conns, neg, ps, ws, pr, wr = acc
+            negotiated = f"{neg}/{conns}" if "--deflate" in args else "—"
+            ratio_text = f"{(ps + pr) / (ws + wr):.2f}×" if ws + wr else "—"
+            print(f"| {name} | {names.get(server, server)} | {negotiated} | {saved(ws, ps)} | {saved(wr, pr)} | "
+                  f"{saved(ws + wr, ps + pr)} | {ratio_text} |")
+    print("\nSaved = 1 - frame bytes / message bytes over the measured window (all rounds), frame bytes being "
+          "what crossed the socket after compression (headers and mask keys included, the HTTP upgrade "
+          "excluded); the uncompressed rows are slightly negative (frame headers). hold-* rows: the one "
+          "message per connection.")
 
 # ---- clients ----
 if clients:

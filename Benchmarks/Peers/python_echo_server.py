@@ -4,7 +4,10 @@
 Echoes every text and binary message back unchanged, on any path. Settings changed from the
 library's defaults, and why:
 - max_size 16 MiB (default 1 MiB): 1 MiB echo messages are benchmarked.
-- compression None (default permessage-deflate): the other servers do not compress.
+- compression None (default permessage-deflate): the other servers do not compress. With
+  --deflate, the library's default permessage-deflate instead ("deflate": context takeover
+  unless the client asks for none, server and client windows of 2^12, memLevel 5), for the
+  compressed scenarios.
 - ping_interval None (default: a keepalive ping every 20 s): the other servers send no pings.
 - backlog 4096 (asyncio's default is 100), the same as Switchboard's default listen backlog.
 Prints one line, `python-echo-server listening on ws://HOST:PORT` (wss:// with --tls-cert and
@@ -34,6 +37,8 @@ async def main():
     parser.add_argument("--port", type=int, default=9001, help="port to bind, 0 = ephemeral (default 9001)")
     parser.add_argument("--tls-cert", help="PEM certificate (chain): serve wss://")
     parser.add_argument("--tls-key", help="PEM private key for --tls-cert")
+    parser.add_argument("--deflate", action="store_true",
+                        help="accept permessage-deflate with the library's defaults (default: compression off)")
     args = parser.parse_args()
 
     if bool(args.tls_cert) != bool(args.tls_key):
@@ -55,7 +60,7 @@ async def main():
         args.port,
         ssl=ssl_context,
         max_size=MAX_MESSAGE_SIZE,
-        compression=None,
+        compression="deflate" if args.deflate else None,
         ping_interval=None,
         backlog=4096,
     ) as server:

@@ -14,6 +14,30 @@
 // the server, not the generator, was the bottleneck.
 //
 // --tls speaks wss (certificate not verified: the benchmark uses a throwaway self-signed one).
+//
+// Payloads (--payload): "fill" (default) repeats a-z; "json" sends JSON-like text messages of
+// exactly --size bytes (chat and telemetry events: repeated keys, varying numbers and words),
+// from a deterministic pool of 64 different messages that each connection cycles through.
+//
+// permessage-deflate (RFC 7692), echo and hold modes (--deflate, default off):
+//   shared    offers "permessage-deflate; server_no_context_takeover; client_no_context_takeover"
+//   takeover  offers "permessage-deflate; client_max_window_bits"
+// A connection whose server answers without the extension runs uncompressed ("declined").
+// Where it was negotiated, every message is compressed: zlib raw deflate, level 6 (zlib's
+// default, the servers' too), memLevel 8, window 2^15 or the client_max_window_bits the server
+// answered, Z_SYNC_FLUSH with the trailing 00 00 ff ff removed, RSV1 set. The compressor is reset
+// per message when we offered (shared) or the server answered client_no_context_takeover;
+// those frames are the same for every connection, so they are compressed once, up front.
+// Otherwise each connection compresses live with its own stream (context takeover). Frames with
+// RSV1 are inflated (00 00 ff ff appended; the stream reset per message when the server answered
+// server_no_context_takeover). With --payload json or --deflate, every echo is compared with what
+// was sent (mismatches=N; any mismatch fails the run). Hold mode with --deflate or --payload json
+// sends ONE message per connection and reads its echo before going idle, so that per-connection
+// zlib streams a server allocates on the first compressed message exist when RSS is read.
+// The result line counts bytes in the measured window: payload_* = message bytes (uncompressed),
+// wire_* = frame bytes (headers, mask keys and payload as sent, i.e. after compression; the HTTP
+// upgrade excluded), and saved_pct = 100 * (1 - (wire_sent + wire_recv) / (payload_sent +
+// payload_recv)).
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -33,6 +57,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 enum mode { MODE_ECHO, MODE_FANOUT, MODE_HOLD };
 enum state { ST_CONNECTING, ST_TLS, ST_UPGRADING, ST_OPEN, ST_DEAD };
@@ -59,8 +84,24 @@ typedef struct conn {
     int opcode, fin;
     uint8_t ctrl[125];
     int ctrl_len;
-    int awaiting;            // echo: a round trip is in flight
+    int awaiting;            // echo: a round trip is in flight; hold: the one message's echo
     uint64_t received;       // messages fully received
+    // Pool messages (--payload json) and permessage-deflate; unused on the plain fast path.
+    int msgs;                // sends pool messages (json, or deflate negotiated)
+    int verify;              // compares every echo with what was sent
+    int dfl;                 // permessage-deflate negotiated
+    int reset_out, reset_in; // no context takeover: our compressor / the server's
+    int out_wbits;           // our window: 15 or the client_max_window_bits answered
+    int next_msg, msg_idx;   // next pool message to send; the one whose echo is awaited
+    z_stream *zout, *zin;    // per-connection streams (context takeover), allocated lazily
+    uint8_t *obuf;           // live-compressed frame
+    size_t obuf_cap;
+    uint8_t *ibuf;           // compressed message being received
+    size_t ibuf_len, ibuf_cap;
+    int msg_rsv1;            // the message being received is compressed
+    int cmp_bad;             // uncompressed echo: differs from what was sent
+    uint64_t cmp_off;        // uncompressed echo: bytes compared so far
+    uint64_t msg_wire, msg_plen;  // frame bytes and frame payload bytes of the message so far
 } conn;
 
 static struct {
@@ -77,7 +118,12 @@ static struct {
     int window;
     int max_connecting;
     double settle;
-} opt = {"127.0.0.1", 9001, "/", MODE_ECHO, 100, 16, 0, 5, 1, 0, 0, 8, 200, 3};
+    int json;
+    int deflate;             // DEFLATE_OFF, DEFLATE_SHARED, DEFLATE_TAKEOVER
+    int level;
+} opt = {"127.0.0.1", 9001, "/", MODE_ECHO, 100, 16, 0, 5, 1, 0, 0, 8, 200, 3, 0, 0, 6};
+
+enum { DEFLATE_OFF, DEFLATE_SHARED, DEFLATE_TAKEOVER };
 
 static int ep;
 static conn *conns;
@@ -89,6 +135,21 @@ static size_t request_len;
 static int measuring, done;
 static uint64_t measured_msgs, errors, opened, failed;
 static uint64_t published;   // fanout: messages the publisher has sent
+static uint64_t wire_sent, wire_recv, payload_sent, payload_recv;  // in the measured window
+static uint64_t negotiated, declined, mismatches;
+static int hold_pending;     // hold: connections awaiting their one message's echo
+static const uint8_t mask_key[4] = {0x37, 0xfa, 0x21, 0x3d};
+
+// The message pool: payload, and its masked uncompressed frame.
+#define POOL_MAX 64
+typedef struct { uint8_t *data; size_t len; } bytes;
+static int npool;
+static bytes pool_payload[POOL_MAX], pool_frame[POOL_MAX];
+static bytes *pool_zframe[16];    // compressed frames from a fresh compressor, per window bits
+static z_stream zshared_out, zshared_in;  // for those frames; inflate without context takeover
+static int zshared_out_bits;
+static uint8_t *scratch;          // inflated message
+static size_t scratch_cap;
 
 static double now(void) {
     struct timespec ts;
@@ -120,7 +181,7 @@ static long rss_kib(int pid) {
 }
 
 static void build_frame(void) {
-    static const uint8_t key[4] = {0x37, 0xfa, 0x21, 0x3d};
+    const uint8_t *key = mask_key;
     size_t n = opt.size, h = 2;
     if (n >= 65536) h += 8; else if (n >= 126) h += 2;
     frame_len = h + 4 + n;
@@ -142,10 +203,162 @@ static void build_frame(void) {
         uint8_t c = (uint8_t)('a' + i % 26);   // ASCII, so valid UTF-8 for text frames
         frame[h + 4 + i] = c ^ key[i % 4];
     }
+    const char *ext = opt.deflate == DEFLATE_SHARED
+        ? "Sec-WebSocket-Extensions: permessage-deflate; server_no_context_takeover; client_no_context_takeover\r\n"
+        : opt.deflate == DEFLATE_TAKEOVER ? "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n" : "";
     request_len = (size_t)snprintf(request, sizeof request,
         "GET %s HTTP/1.1\r\nHost: %s:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-        opt.path, opt.host, opt.port);
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s\r\n",
+        opt.path, opt.host, opt.port, ext);
+}
+
+// ---- the message pool (--payload json, --deflate) ----
+
+static uint64_t rng_state;
+static uint64_t rnd(void) {  // splitmix64: deterministic across runs
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+static const char *words[] = {
+    "the", "deploy", "finished", "on", "staging", "and", "tests", "are", "green", "can", "you", "check",
+    "latency", "graph", "after", "lunch", "I", "think", "cache", "warmed", "up", "thanks", "will",
+    "merge", "today", "meeting", "moved", "to", "three", "ok", "sounds", "good", "see", "dashboard",
+    "alert", "resolved", "battery", "low", "restart", "sensor", "window", "kitchen", "update", "ready"};
+static const char *users[] = {"alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi",
+                              "ivan", "judy", "mallory", "oscar", "peggy", "trent", "victor", "wendy"};
+static const char *rooms[] = {"general", "random", "ops", "dev", "support", "sales", "iot", "alerts"};
+#define W(a) (a)[rnd() % (sizeof(a) / sizeof *(a))]
+
+static size_t add_words(char *b, size_t n, size_t cap, int count) {
+    for (int i = 0; i < count && n < cap; i++) n += (size_t)snprintf(b + n, cap - n, "%s%s", i ? " " : "", W(words));
+    return n < cap ? n : cap;
+}
+
+// One JSON object of exactly `size` bytes: {"seq":..,"room":..,"events":[...],"note":"..."}.
+static void json_message(char *out, size_t size, int index) {
+    char buf[8192], ev[1024];
+    rng_state = 0x5eed0000ULL + (uint64_t)index * 7919;
+    size_t n = (size_t)snprintf(buf, sizeof buf, "{\"seq\":%d,\"room\":\"%s\",\"events\":[", 100000 + index * 37, W(rooms));
+    const char *tail1 = "],\"note\":\"", *tail2 = "\"}";
+    size_t tails = strlen(tail1) + strlen(tail2);
+    for (int e = 0;; e++) {
+        size_t m;
+        long long ts = 1700000000000LL + (long long)index * 1000 + e * 37 + (long long)(rnd() % 997);
+        if (rnd() % 3) {
+            m = (size_t)snprintf(ev, sizeof ev, "%s{\"type\":\"chat\",\"user\":\"%s%d\",\"ts\":%lld,\"text\":\"",
+                                 e ? "," : "", W(users), (int)(rnd() % 100), ts);
+            m = add_words(ev, m, sizeof ev - 64, 3 + (int)(rnd() % 8));
+            m += (size_t)snprintf(ev + m, sizeof ev - m, "\",\"reactions\":%d,\"edited\":%s}",
+                                  (int)(rnd() % 12), rnd() % 4 ? "false" : "true");
+        } else {
+            m = (size_t)snprintf(ev, sizeof ev,
+                "%s{\"type\":\"telemetry\",\"device\":\"sensor-%03d\",\"ts\":%lld,\"temp\":%.2f,"
+                "\"humidity\":%.1f,\"battery\":%d,\"status\":\"%s\"}",
+                e ? "," : "", (int)(rnd() % 200), ts, 15 + (double)(rnd() % 1500) / 100, 30 + (double)(rnd() % 500) / 10,
+                (int)(rnd() % 101), rnd() % 5 ? "ok" : "degraded");
+        }
+        if (n + m + tails + 8 > size) break;
+        memcpy(buf + n, ev, m);
+        n += m;
+    }
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "%s", tail1);
+    size_t want = size - strlen(tail2);   // the note fills up to here
+    while (n < want) {
+        char w[64];
+        int k = snprintf(w, sizeof w, "%s%s", buf[n - 1] == '"' ? "" : " ", W(words));
+        size_t take = (size_t)k < want - n ? (size_t)k : want - n;
+        memcpy(buf + n, w, take);
+        n += take;
+    }
+    if (buf[n - 1] == ' ') buf[n - 1] = '.';
+    memcpy(buf + n, tail2, strlen(tail2));
+    n += strlen(tail2);
+    if (n != size) die("json_message: size mismatch");
+    memcpy(out, buf, size);
+}
+
+static void mask(uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++) p[i] ^= mask_key[i & 3];
+}
+
+// Header (FIN, opcode, RSV1 when compressed, mask bit, length, key) ending at `end`; returns
+// where it starts.
+static uint8_t *put_header(uint8_t *end, size_t n, int rsv1) {
+    size_t h = 2 + 4 + (n >= 65536 ? 8 : n >= 126 ? 2 : 0);
+    uint8_t *f = end - h;
+    f[0] = (uint8_t)(0x80 | (rsv1 ? 0x40 : 0) | (opt.binary ? 0x2 : 0x1));
+    if (n >= 65536) {
+        f[1] = 0x80 | 127;
+        for (int i = 0; i < 8; i++) f[2 + i] = (uint8_t)(n >> (56 - 8 * i));
+    } else if (n >= 126) {
+        f[1] = 0x80 | 126; f[2] = (uint8_t)(n >> 8); f[3] = (uint8_t)n;
+    } else {
+        f[1] = (uint8_t)(0x80 | n);
+    }
+    memcpy(end - 4, mask_key, 4);
+    return f;
+}
+
+static void build_pool(void) {
+    npool = opt.json ? POOL_MAX : 1;
+    for (int i = 0; i < npool; i++) {
+        uint8_t *d = malloc(opt.size + 1);
+        if (!d) die("out of memory");
+        if (opt.json) json_message((char *)d, opt.size, i);
+        else for (size_t k = 0; k < opt.size; k++) d[k] = (uint8_t)('a' + k % 26);
+        pool_payload[i] = (bytes){d, opt.size};
+        uint8_t *f = malloc(14 + opt.size);
+        if (!f) die("out of memory");
+        memcpy(f + 14, d, opt.size);
+        mask(f + 14, opt.size);
+        uint8_t *start = put_header(f + 14, opt.size, 0);
+        pool_frame[i] = (bytes){start, (size_t)(f + 14 - start) + opt.size};
+    }
+    scratch_cap = opt.size + 1;  // one more byte: a longer echo shows as a full buffer
+    scratch = malloc(scratch_cap);
+    if (!scratch) die("out of memory");
+    if (inflateInit2(&zshared_in, -15) != Z_OK) die("inflateInit2");
+}
+
+// Compresses one message with `z` (Z_SYNC_FLUSH, trailing 00 00 ff ff removed) into a masked
+// frame with RSV1 in *buf (grown as needed); returns the frame.
+static bytes deflate_frame(z_stream *z, const bytes *msg, uint8_t **buf, size_t *cap) {
+    size_t need = 14 + deflateBound(z, msg->len) + 64;
+    if (*cap < need) { free(*buf); *buf = malloc(need); *cap = need; if (!*buf) die("out of memory"); }
+    z->next_in = msg->data;
+    z->avail_in = (uInt)msg->len;
+    z->next_out = *buf + 14;
+    z->avail_out = (uInt)(*cap - 14);
+    int r = deflate(z, Z_SYNC_FLUSH);
+    if (r != Z_OK || z->avail_in != 0 || z->avail_out == 0) die("deflate failed");
+    size_t clen = (size_t)(*cap - 14 - z->avail_out);
+    uint8_t *p = *buf + 14;
+    if (clen < 4 || memcmp(p + clen - 4, "\x00\x00\xff\xff", 4) != 0) die("deflate: no sync-flush marker");
+    clen -= 4;
+    mask(p, clen);
+    uint8_t *start = put_header(p, clen, 1);
+    return (bytes){start, (size_t)(p - start) + clen};
+}
+
+// The frames a fresh compressor with this window produces (no context takeover, or a first
+// message): the same for every connection, so compressed once.
+static bytes *fresh_zframes(int wbits) {
+    if (pool_zframe[wbits]) return pool_zframe[wbits];
+    if (zshared_out_bits) deflateEnd(&zshared_out);
+    memset(&zshared_out, 0, sizeof zshared_out);
+    if (deflateInit2(&zshared_out, opt.level, Z_DEFLATED, -wbits, 8, Z_DEFAULT_STRATEGY) != Z_OK) die("deflateInit2");
+    zshared_out_bits = wbits;
+    bytes *v = calloc((size_t)npool, sizeof *v);
+    if (!v) die("out of memory");
+    for (int i = 0; i < npool; i++) {
+        uint8_t *buf = NULL;
+        size_t cap = 0;
+        deflateReset(&zshared_out);
+        v[i] = deflate_frame(&zshared_out, &pool_payload[i], &buf, &cap);
+    }
+    return pool_zframe[wbits] = v;
 }
 
 // ---- I/O over plain sockets or TLS: >0 bytes, 0 EOF, -1 would block, -2 error ----
@@ -189,6 +402,7 @@ static void kill_conn(conn *c, const char *why) {
     if (c->state == ST_DEAD) return;
     if (c->state != ST_OPEN) { failed++; connecting_now--; }
     else errors++;
+    if (opt.mode == MODE_HOLD && c->awaiting) { c->awaiting = 0; hold_pending--; }
     if (getenv("LOADGEN_VERBOSE")) fprintf(stderr, "loadgen: connection %d: %s\n", c->index, why);
     c->state = ST_DEAD;
     epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
@@ -238,10 +452,100 @@ static int flush_out(conn *c) {
     }
 }
 
+// A pool message: plain, compressed once up front, or compressed live (context takeover).
+static void send_message(conn *c) {
+    int m = c->next_msg;
+    c->next_msg = (m + 1) % npool;
+    c->msg_idx = m;
+    bytes f;
+    if (!c->dfl) f = pool_frame[m];
+    else if (c->reset_out || opt.mode == MODE_HOLD) f = fresh_zframes(c->out_wbits)[m];
+    else {
+        if (!c->zout) {
+            c->zout = calloc(1, sizeof *c->zout);
+            if (!c->zout || deflateInit2(c->zout, opt.level, Z_DEFLATED, -c->out_wbits, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+                die("deflateInit2");
+        }
+        f = deflate_frame(c->zout, &pool_payload[m], &c->obuf, &c->obuf_cap);
+    }
+    c->out = f.data;
+    c->out_len = f.len;
+}
+
 static void send_frame(conn *c) {
-    c->out = frame;
-    c->out_len = frame_len;
+    if (c->msgs) send_message(c);
+    else { c->out = frame; c->out_len = frame_len; }
     c->out_off = 0;
+    if (measuring) { wire_sent += c->out_len; payload_sent += opt.size; }
+}
+
+// Inflates the compressed message in c->ibuf into scratch; returns its length, or -1.
+static long inflate_message(conn *c) {
+    z_stream *z;
+    if (c->reset_in || opt.mode == MODE_HOLD) {
+        z = &zshared_in;
+        inflateReset(z);
+    } else {
+        if (!c->zin) {
+            c->zin = calloc(1, sizeof *c->zin);
+            if (!c->zin || inflateInit2(c->zin, -15) != Z_OK) die("inflateInit2");
+        }
+        z = c->zin;
+    }
+    memcpy(c->ibuf + c->ibuf_len, "\x00\x00\xff\xff", 4);  // ibuf always has 4 bytes to spare
+    z->next_in = c->ibuf;
+    z->avail_in = (uInt)(c->ibuf_len + 4);
+    z->next_out = scratch;
+    z->avail_out = (uInt)scratch_cap;
+    while (z->avail_in > 0 && z->avail_out > 0) {
+        int r = inflate(z, Z_SYNC_FLUSH);
+        if (r != Z_OK && r != Z_BUF_ERROR) return -1;
+        if (r == Z_BUF_ERROR) break;
+    }
+    if (z->avail_in > 0) return (long)scratch_cap;  // more output than room: longer than sent
+    return (long)(scratch_cap - z->avail_out);
+}
+
+static void data_bytes(conn *c, const uint8_t *p, size_t n) {
+    if (c->msg_rsv1) {
+        if (c->ibuf_len + n + 4 > c->ibuf_cap) {
+            size_t cap = c->ibuf_cap ? c->ibuf_cap : 4096;
+            while (cap < c->ibuf_len + n + 4) cap *= 2;
+            if (cap > (64u << 20)) { kill_conn(c, "compressed message too long"); return; }
+            uint8_t *b = realloc(c->ibuf, cap);
+            if (!b) die("out of memory");
+            c->ibuf = b;
+            c->ibuf_cap = cap;
+        }
+        memcpy(c->ibuf + c->ibuf_len, p, n);
+        c->ibuf_len += n;
+    } else {
+        const bytes *e = &pool_payload[c->msg_idx];
+        if (c->cmp_off + n > e->len || memcmp(e->data + c->cmp_off, p, n) != 0) c->cmp_bad = 1;
+        c->cmp_off += n;
+    }
+}
+
+// Checks a whole echo against the message sent; returns its (decompressed) length.
+static uint64_t verify_message(conn *c) {
+    const bytes *e = &pool_payload[c->msg_idx];
+    int ok;
+    uint64_t len;
+    if (c->msg_rsv1) {
+        long n = inflate_message(c);
+        ok = n == (long)e->len && memcmp(scratch, e->data, e->len) == 0;
+        len = n < 0 ? 0 : (uint64_t)n;
+        c->ibuf_len = 0;
+    } else {
+        ok = !c->cmp_bad && c->cmp_off == e->len;
+        len = c->cmp_off;
+    }
+    if (!ok) {
+        if (mismatches++ < 5)
+            fprintf(stderr, "loadgen: MISMATCH on connection %d: echo of message %d (%zu bytes) came back %s with %llu bytes\n",
+                    c->index, c->msg_idx, e->len, c->msg_rsv1 ? "compressed" : "uncompressed", (unsigned long long)len);
+    }
+    return len;
 }
 
 static conn *publisher;
@@ -266,6 +570,14 @@ static void publish_if_window(void) {
 
 static void message_done(conn *c) {
     c->received++;
+    uint64_t plen = c->verify ? verify_message(c) : c->msg_plen;
+    if (measuring) { wire_recv += c->msg_wire; payload_recv += plen; }
+    if (opt.mode == MODE_HOLD && c->awaiting) {
+        c->awaiting = 0;
+        hold_pending--;
+        free(c->ibuf); c->ibuf = NULL; c->ibuf_len = c->ibuf_cap = 0;
+        return;
+    }
     if (opt.mode == MODE_ECHO) {
         if (measuring) measured_msgs++;
         c->awaiting = 0;
@@ -315,6 +627,12 @@ static void consume(conn *c, const uint8_t *p, size_t n) {
             if (l7 == 126) len = ((uint64_t)c->hdr[2] << 8) | c->hdr[3];
             else if (l7 == 127) { len = 0; for (int i = 0; i < 8; i++) len = (len << 8) | c->hdr[2 + i]; }
             int op = c->hdr[0] & 0x0f;
+            int rsv1 = (c->hdr[0] & 0x40) != 0;
+            if (rsv1 && (!c->dfl || op == 0 || op >= 0x8)) { kill_conn(c, "unexpected RSV1"); return; }
+            if (op >= 0x1 && op <= 0x7) {  // a new data message
+                c->msg_rsv1 = rsv1; c->msg_wire = 0; c->msg_plen = 0; c->cmp_off = 0; c->cmp_bad = 0; c->ibuf_len = 0;
+            }
+            if (op < 0x8) { c->msg_wire += (uint64_t)c->hdr_need + len; c->msg_plen += len; }
             if (op != 0) c->opcode = op; else if (c->opcode >= 0x8) c->opcode = 0x2;
             if (op >= 0x8 && len > 125) { kill_conn(c, "control frame too long"); return; }
             c->fin = (c->hdr[0] & 0x80) != 0;
@@ -327,6 +645,7 @@ static void consume(conn *c, const uint8_t *p, size_t n) {
         }
         size_t take = (size_t)(c->payload_left < (uint64_t)(end - p) ? c->payload_left : (uint64_t)(end - p));
         if (c->opcode >= 0x8) { memcpy(c->ctrl + c->ctrl_len, p, take); c->ctrl_len += (int)take; }
+        else if (c->verify) { data_bytes(c, p, take); if (c->state != ST_OPEN) return; }
         p += take;
         c->payload_left -= take;
         if (c->payload_left == 0) { c->hdr_need = 2; c->hdr_len = 0; frame_done(c); }
@@ -339,7 +658,43 @@ static void became_open(conn *c) {
     opened++;
     c->hdr_need = 2;
     c->hdr_len = 0;
+    c->msgs = opt.json || c->dfl;
+    c->verify = (opt.json || opt.deflate) && opt.mode != MODE_FANOUT;
+    c->next_msg = (c->index * 13) % npool;
     if (opt.mode == MODE_ECHO && !done) { send_frame(c); c->awaiting = 1; }
+    if (opt.mode == MODE_HOLD && (opt.json || opt.deflate)) { send_frame(c); c->awaiting = 1; hold_pending++; }
+}
+
+// Reads the upgrade response's Sec-WebSocket-Extensions; returns -1 when it is unacceptable.
+static int parse_extensions(conn *c, const char *end) {
+    const char *line = strstr(c->hs, "\r\n");
+    char val[512] = "";
+    while (line && line < end) {
+        line += 2;
+        if (strncasecmp(line, "Sec-WebSocket-Extensions:", 25) == 0) {
+            const char *eol = strstr(line, "\r\n");
+            size_t l = (size_t)(eol - line - 25), have = strlen(val);
+            if (have + l + 2 < sizeof val) { if (have) strcat(val, ","); strncat(val, line + 25, l); }
+        }
+        line = strstr(line, "\r\n");
+    }
+    static int shown;
+    if (opt.deflate && !shown++) fprintf(stderr, "loadgen: the server answered Sec-WebSocket-Extensions:%s\n", val[0] ? val : " (none)");
+    if (!val[0]) { if (opt.deflate) declined++; return 0; }
+    if (!opt.deflate || !strcasestr(val, "permessage-deflate")) return -1;  // not offered
+    c->dfl = 1;
+    negotiated++;
+    c->reset_out = opt.deflate == DEFLATE_SHARED || strcasestr(val, "client_no_context_takeover") != NULL;
+    c->reset_in = strcasestr(val, "server_no_context_takeover") != NULL;
+    c->out_wbits = 15;
+    const char *w = strcasestr(val, "client_max_window_bits");
+    if (w) {
+        w += 22;
+        while (*w == ' ' || *w == '=' || *w == '"') w++;
+        if (*w >= '0' && *w <= '9') c->out_wbits = atoi(w);
+        if (c->out_wbits < 9 || c->out_wbits > 15) return -1;  // 8: zlib's raw deflate cannot
+    }
+    return 0;
 }
 
 static void start_upgrade(conn *c) {
@@ -398,6 +753,7 @@ static void on_event(conn *c, uint32_t events) {
                     continue;
                 }
                 if (strncmp(c->hs, "HTTP/1.1 101", 12) != 0) { kill_conn(c, "upgrade refused"); return; }
+                if (parse_extensions(c, endh) < 0) { kill_conn(c, "unacceptable Sec-WebSocket-Extensions"); return; }
                 size_t used = (size_t)(endh + 4 - c->hs) - (c->hs_len - take);
                 became_open(c);
                 p += used;
@@ -415,7 +771,8 @@ static void usage(void) {
     fprintf(stderr,
         "usage: loadgen [--host 127.0.0.1] [--port 9001] [--path /] [--mode echo|fanout|hold]\n"
         "               [--conns N] [--size BYTES] [--binary] [--duration S] [--warmup S]\n"
-        "               [--tls] [--pid SERVER_PID] [--window N] [--settle S]\n");
+        "               [--tls] [--pid SERVER_PID] [--window N] [--settle S]\n"
+        "               [--payload fill|json] [--deflate off|shared|takeover] [--level 1-9]\n");
     exit(2);
 }
 
@@ -438,11 +795,18 @@ int main(int argc, char **argv) {
         else if (ARG("--pid")) opt.pid = atoi(v);
         else if (ARG("--window")) opt.window = atoi(v);
         else if (ARG("--settle")) opt.settle = atof(v);
+        else if (ARG("--payload")) opt.json = strcmp(v, "json") == 0 ? 1 : strcmp(v, "fill") == 0 ? 0 : (usage(), 0);
+        else if (ARG("--deflate")) opt.deflate = strcmp(v, "off") == 0 ? DEFLATE_OFF : strcmp(v, "shared") == 0 ? DEFLATE_SHARED
+                                            : strcmp(v, "takeover") == 0 ? DEFLATE_TAKEOVER : (usage(), 0);
+        else if (ARG("--level")) opt.level = atoi(v);
         else usage();
 #undef ARG
     }
     if (opt.conns < 1 || opt.window < 1) usage();
     if (opt.mode == MODE_HOLD && opt.pid <= 0) die("--mode hold needs --pid");
+    if (opt.deflate && opt.mode == MODE_FANOUT) die("--deflate: echo and hold modes only");
+    if (opt.json && opt.size < 64) die("--payload json needs --size 64 or more");
+    if (opt.level < 1 || opt.level > 9) usage();
     signal(SIGPIPE, SIG_IGN);
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0) { rl.rlim_cur = rl.rlim_max; setrlimit(RLIMIT_NOFILE, &rl); }
@@ -453,6 +817,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < total; i++) { conns[i].index = i; conns[i].fd = -1; }
     if (opt.mode == MODE_FANOUT) { publisher = &conns[opt.conns]; publisher->publisher = 1; }
     build_frame();
+    build_pool();
     if (opt.tls) {
         ssl_ctx = SSL_CTX_new(TLS_client_method());
         if (!ssl_ctx) die("SSL_CTX_new failed");
@@ -467,13 +832,14 @@ int main(int argc, char **argv) {
     int real_total = opt.conns;
     opt.conns = total;  // open the publisher too
     struct epoll_event evs[1024];
+    if (opt.mode == MODE_HOLD) measuring = 1;  // bytes of the one message per connection
     while (!done) {
         open_more();
         int n = epoll_wait(ep, evs, 1024, 50);
         for (int i = 0; i < n; i++) on_event(evs[i].data.ptr, evs[i].events);
         if (opt.mode == MODE_FANOUT) publish_if_window();
         double t = now();
-        if (!t_open && all_open()) {
+        if (!t_open && all_open() && hold_pending == 0) {
             t_open = t;
             if (opened == 0) die("no connection could be opened");
             t_measure = t + opt.warmup;
@@ -489,20 +855,32 @@ int main(int argc, char **argv) {
     }
     opt.conns = real_total;
     double cpu = cpu_seconds() - cpu_start;
+    // The deflate fields (after the classic ones, so existing parsers are unaffected).
+    char extra[512];
+    uint64_t payload = payload_sent + payload_recv, wire = wire_sent + wire_recv;
+    snprintf(extra, sizeof extra,
+             "payload=%s deflate=%s negotiated=%llu declined=%llu mismatches=%llu payload_sent=%llu wire_sent=%llu "
+             "payload_recv=%llu wire_recv=%llu saved_pct=%.1f",
+             opt.json ? "json" : "fill", opt.deflate == DEFLATE_SHARED ? "shared" : opt.deflate == DEFLATE_TAKEOVER ? "takeover" : "off",
+             (unsigned long long)negotiated, (unsigned long long)declined, (unsigned long long)mismatches,
+             (unsigned long long)payload_sent, (unsigned long long)wire_sent, (unsigned long long)payload_recv,
+             (unsigned long long)wire_recv, payload ? 100.0 * (1.0 - (double)wire / (double)payload) : 0.0);
+    if (mismatches) fprintf(stderr, "loadgen: %llu echoes did not match what was sent\n", (unsigned long long)mismatches);
     if (opt.mode == MODE_HOLD) {
         long rss_after = rss_kib(opt.pid);
         printf("result mode=hold conns=%d opened=%llu failed=%llu rss_before_kib=%ld rss_after_kib=%ld "
-               "kib_per_conn=%.2f open_seconds=%.2f\n",
+               "kib_per_conn=%.2f open_seconds=%.2f errors=%llu %s\n",
                real_total, (unsigned long long)opened, (unsigned long long)failed, rss_before, rss_after,
-               opened ? (double)(rss_after - rss_before) / (double)opened : 0.0, t_open - t0);
-        return failed ? 1 : 0;
+               opened ? (double)(rss_after - rss_before) / (double)opened : 0.0, t_open - t0,
+               (unsigned long long)errors, extra);
+        return (failed || errors || mismatches) ? 1 : 0;
     }
     double per_s = (double)measured_msgs / opt.duration;
-    printf("result mode=%s conns=%d size=%zu %s=%.0f mb_per_s=%.1f errors=%llu failed=%llu loadgen_cpu=%.0f%%\n",
+    printf("result mode=%s conns=%d size=%zu %s=%.0f mb_per_s=%.1f errors=%llu failed=%llu loadgen_cpu=%.0f%% %s\n",
            opt.mode == MODE_ECHO ? "echo" : "fanout", real_total, opt.size,
            opt.mode == MODE_ECHO ? "round_trips_per_s" : "deliveries_per_s", per_s,
            per_s * (double)opt.size / 1e6, (unsigned long long)errors, (unsigned long long)failed,
-           100.0 * cpu / opt.duration);
+           100.0 * cpu / opt.duration, extra);
     if (measured_msgs == 0) fprintf(stderr, "loadgen: nothing was received in the measured window\n");
-    return (errors || failed || measured_msgs == 0) ? 1 : 0;
+    return (errors || failed || mismatches || measured_msgs == 0) ? 1 : 0;
 }
