@@ -31,6 +31,8 @@
 # saved (1 - frame bytes / message bytes). hold-idle-json and hold-idle-deflate-* measure memory
 # per idle connection after ONE 1 KiB JSON message and its echo (so that per-connection zlib
 # streams exist), without compression and in each mode; hold-idle stays as it was (no message).
+# hold-idle-deflate-takeover-45s measures 45 s after that message instead: long enough for
+# echo-server's keepalive (20 s) to release an idle connection's dedicated compressor.
 #
 # Clients (after the server rounds; CLIENTS=0 skips them): "sb-client" is client-bench
 # (Switchboard's SocketAdapter: lines in, send(command:) out), "python-client" websockets 17
@@ -105,6 +107,7 @@ echo-json-1KiB-deflate-takeover-100c|--conns 100 --size 1024 --payload json --de
 hold-idle-json|--mode hold --conns $HOLD_CONNS --settle 3 --payload json --size 1024|kib_per_conn|KiB RSS per idle connection (after one 1 KiB message)
 hold-idle-deflate-shared|--mode hold --conns $HOLD_CONNS --settle 3 --payload json --size 1024 --deflate shared|kib_per_conn|KiB RSS per idle connection (after one 1 KiB message)
 hold-idle-deflate-takeover|--mode hold --conns $HOLD_CONNS --settle 3 --payload json --size 1024 --deflate takeover|kib_per_conn|KiB RSS per idle connection (after one 1 KiB message)
+hold-idle-deflate-takeover-45s|--mode hold --conns $HOLD_CONNS --settle 45 --payload json --size 1024 --deflate takeover|kib_per_conn|KiB RSS per idle connection, 45 s after one 1 KiB message
 "
 SCENARIOS=${SCENARIOS:-$(echo "$ALL_SCENARIOS" | cut -d'|' -f1 | xargs)}
 
