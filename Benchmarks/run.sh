@@ -298,6 +298,16 @@ measure() {  # server scenario-line round
 }
 
 scenario_line() { echo "$ALL_SCENARIOS" | grep "^$1|"; }
+
+# One server process (tls 0|1, variant as start_server's) for the given scenarios, if any.
+measure_group() {  # server tls variant round scenario...
+    local server=$1 tls=$2 variant=$3 round=$4 s
+    shift 4
+    [ $# -gt 0 ] || return 0
+    start_server "$server" "$tls" $variant
+    for s in "$@"; do measure "$server" "$(scenario_line "$s")" "$round"; done
+    stop_server
+}
 client_scenario_line() { echo "$CLIENT_ALL_SCENARIOS" | grep "^$1|"; }
 
 measure_client() {  # client scenario-line round
@@ -342,32 +352,12 @@ for round in $(seq 1 "$RUNS"); do
                 *) plain+=("$s") ;;
             esac
         done
-        if [ ${#plain[@]} -gt 0 ]; then
-            start_server "$server" 0
-            for s in "${plain[@]}"; do measure "$server" "$(scenario_line "$s")" "$round"; done
-            stop_server
-        fi
-        if [ ${#fanout[@]} -gt 0 ]; then
-            start_server "$server" 0 fanout
-            for s in "${fanout[@]}"; do measure "$server" "$(scenario_line "$s")" "$round"; done
-            stop_server
-        fi
-        if [ ${#tls[@]} -gt 0 ]; then
-            start_server "$server" 1
-            for s in "${tls[@]}"; do measure "$server" "$(scenario_line "$s")" "$round"; done
-            stop_server
-        fi
+        measure_group "$server" 0 "" "$round" "${plain[@]}"
+        measure_group "$server" 0 fanout "$round" "${fanout[@]}"
+        measure_group "$server" 1 "" "$round" "${tls[@]}"
         # Compression on, in the mode the scenarios ask for.
-        if [ ${#dshared[@]} -gt 0 ]; then
-            start_server "$server" 0 shared
-            for s in "${dshared[@]}"; do measure "$server" "$(scenario_line "$s")" "$round"; done
-            stop_server
-        fi
-        if [ ${#dtakeover[@]} -gt 0 ]; then
-            start_server "$server" 0 takeover
-            for s in "${dtakeover[@]}"; do measure "$server" "$(scenario_line "$s")" "$round"; done
-            stop_server
-        fi
+        measure_group "$server" 0 shared "$round" "${dshared[@]}"
+        measure_group "$server" 0 takeover "$round" "${dtakeover[@]}"
         # Memory on a fresh process, so earlier scenarios' heap does not hide the growth.
         for s in "${hold[@]}"; do
             start_server "$server" 0 "$(deflate_variant "$s")"

@@ -30,6 +30,30 @@ func forEachChunking(_ data: UnsafeRawBufferPointer, _ body: (_ chunks: [UnsafeR
     }
 }
 
+/// Feeds `chunks` to `machine` in order and returns every action; traps if the parser leaves
+/// bytes of a chunk unconsumed.
+func feedChunks(_ chunks: [UnsafeRawBufferPointer], to machine: inout WebSocketProtocol,
+                using rng: inout FuzzRNG) -> [WebSocketProtocolAction] {
+    var actions: [WebSocketProtocolAction] = []
+    for chunk in chunks {
+        var offset = 0
+        while let action = machine.nextAction(in: chunk, offset: &offset, using: &rng) {
+            actions.append(action)
+        }
+        if offset != chunk.count { fatalError("parser left bytes unconsumed") }
+    }
+    return actions
+}
+
+/// Traps unless `actions` equal those of the first chunking (`reference`, set on first use).
+func expectSameAsFirstChunking(_ actions: [WebSocketProtocolAction], _ reference: inout [WebSocketProtocolAction]?) {
+    if let reference {
+        if reference != actions { fatalError("chunking changed the result") }
+    } else {
+        reference = actions
+    }
+}
+
 /// A deterministic generator: fuzzing must be reproducible.
 struct FuzzRNG: RandomNumberGenerator {
     var state: UInt64 = 0x9E37_79B9_7F4A_7C15

@@ -44,24 +44,13 @@ public func inflateFuzz(_ bytes: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
                                            shared: PerMessageDeflateSharedStreams())
         var machine = WebSocketProtocol(role: role, limits: limits, deflate: codec)
         var rng = FuzzRNG()
-        var actions: [WebSocketProtocolAction] = []
-        for chunk in chunks {
-            var offset = 0
-            while let action = machine.nextAction(in: chunk, offset: &offset, using: &rng) {
-                if case .message(let m) = action {
-                    switch m {
-                    case .text(let b), .binary(let b): if b.count > limit { fatalError("message over the limit") }
-                    }
-                }
-                actions.append(action)
+        let actions = feedChunks(chunks, to: &machine, using: &rng)
+        for case .message(let m) in actions {
+            switch m {
+            case .text(let b), .binary(let b): if b.count > limit { fatalError("message over the limit") }
             }
-            if offset != chunk.count { fatalError("parser left bytes unconsumed") }
         }
-        if let reference {
-            if reference != actions { fatalError("chunking changed the result") }
-        } else {
-            reference = actions
-        }
+        expectSameAsFirstChunking(actions, &reference)
     }
     return 0
 }

@@ -19,19 +19,13 @@ public final class DeflateCompressor {
     public init?(level: Int, windowBits: Int, memoryLevel: Int) {
         guard (0...9).contains(level), (9...15).contains(windowBits), (1...9).contains(memoryLevel) else { return nil }
         self.windowBits = windowBits
-        stream = .allocate(capacity: 1)
-        stream.initialize(to: z_stream())
-        guard switchboard_deflate_init(stream, Int32(level), -Int32(windowBits), Int32(memoryLevel)) == Z_OK else {
-            stream.deinitialize(count: 1)
-            stream.deallocate()
-            return nil
-        }
+        guard let stream = ZStream.make({ switchboard_deflate_init($0, Int32(level), -Int32(windowBits), Int32(memoryLevel)) })
+        else { return nil }
+        self.stream = stream
     }
 
     deinit {
-        deflateEnd(stream)
-        stream.deinitialize(count: 1)
-        stream.deallocate()
+        ZStream.release(stream, end: deflateEnd)
     }
 
     /// Compresses one message (§7.2.1): the deflate blocks for `input` ended by a sync flush,
@@ -87,6 +81,28 @@ public final class DeflateCompressor {
     static let chunkSize = 16 << 10
     /// zlib counts input in 32 bits: larger inputs are fed in pieces.
     static let maxInputPiece = 1 << 30
+}
+
+/// Where zlib streams live: on the heap, never moving (zlib keeps pointers into them).
+enum ZStream {
+    /// A stream initialized by `initialize` (a zlib init returning `Z_OK`), or nil.
+    static func make(_ initialize: (UnsafeMutablePointer<z_stream>) -> Int32) -> UnsafeMutablePointer<z_stream>? {
+        let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
+        stream.initialize(to: z_stream())
+        guard initialize(stream) == Z_OK else {
+            stream.deinitialize(count: 1)
+            stream.deallocate()
+            return nil
+        }
+        return stream
+    }
+
+    /// Ends the stream with `end` (`deflateEnd` or `inflateEnd`) and frees it.
+    static func release(_ stream: UnsafeMutablePointer<z_stream>, end: (UnsafeMutablePointer<z_stream>) -> Int32) {
+        _ = end(stream)
+        stream.deinitialize(count: 1)
+        stream.deallocate()
+    }
 }
 
 extension Array where Element == UInt8 {

@@ -27,19 +27,12 @@ public final class DeflateDecompressor {
     public init?(windowBits: Int = 15) {
         guard (9...15).contains(windowBits) else { return nil }
         self.windowBits = windowBits
-        stream = .allocate(capacity: 1)
-        stream.initialize(to: z_stream())
-        guard switchboard_inflate_init(stream, -Int32(windowBits)) == Z_OK else {
-            stream.deinitialize(count: 1)
-            stream.deallocate()
-            return nil
-        }
+        guard let stream = ZStream.make({ switchboard_inflate_init($0, -Int32(windowBits)) }) else { return nil }
+        self.stream = stream
     }
 
     deinit {
-        inflateEnd(stream)
-        stream.deinitialize(count: 1)
-        stream.deallocate()
+        ZStream.release(stream, end: inflateEnd)
     }
 
     /// Forgets the window: the next message must not refer back (the sender resets too).
