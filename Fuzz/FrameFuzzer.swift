@@ -1,8 +1,7 @@
 // libFuzzer target: the frame parser, message assembler and close rules, both roles. Every
 // chunking of the same input must give the same actions, and nothing may trap.
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func frameFuzz(_ bytes: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+func frameFuzz(_ bytes: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let data = UnsafeRawBufferPointer(start: bytes, count: size)
     let limits = WebSocketProtocolLimits(maxFrameSize: 1 << 16, maxMessageSize: 1 << 17)
     for role in [WebSocketRole.server, .client] {

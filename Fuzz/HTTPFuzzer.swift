@@ -1,7 +1,6 @@
 // libFuzzer target: the bounded HTTP head parsers and the handshake checks on top of them.
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func httpFuzz(_ bytes: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+func httpFuzz(_ bytes: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let data = UnsafeRawBufferPointer(start: bytes, count: size)
     let limits = HTTPParseLimits(maxHeaderBytes: 4096, maxHeaderCount: 32)
     var reference: String?

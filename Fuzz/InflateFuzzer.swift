@@ -3,8 +3,7 @@
 // may trap, output may never exceed the limit, every chunking of the frames must give the same
 // actions, and compressing then inflating must give the input back.
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func inflateFuzz(_ bytes: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+func inflateFuzz(_ bytes: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     guard size > 0 else { return 0 }
     let all = UnsafeRawBufferPointer(start: bytes, count: size)
     let selector = all[0]

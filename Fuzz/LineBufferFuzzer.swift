@@ -1,8 +1,7 @@
 // libFuzzer target: the newline line buffer. Chunking must not change the lines, and no line
 // may exceed the limit.
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func lineFuzz(_ bytes: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+func lineFuzz(_ bytes: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let data = UnsafeRawBufferPointer(start: bytes, count: size)
     let maxLine = 64
     for policy in [LineBuffer.EmptyLinePolicy.skip, .preserve] {
