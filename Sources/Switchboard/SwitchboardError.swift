@@ -16,6 +16,14 @@ public struct SwitchboardError: Error, Sendable, Equatable, CustomStringConverti
         /// TLS failed: the handshake (certificate verification included), a TLS record, or loading the
         /// server's certificate and key.
         public static let tls = Kind(name: "tls")
+        /// The server's certificate matched none of the pinned public keys
+        /// (``TLSConfiguration/PublicKeyPins``); the message lists the keys it presented.
+        public static let certificatePinning = Kind(name: "certificatePinning")
+        /// The HTTP `CONNECT` proxy refused the tunnel: ``SwitchboardError/httpStatus`` is 407
+        /// when it wants credentials or refused the ones sent, 5xx when it could not reach the
+        /// target, anything else when it would not allow it. (A proxy that cannot be resolved or
+        /// reached is a ``dns`` or ``connect`` error naming the proxy.)
+        public static let proxy = Kind(name: "proxy")
         /// The server answered the upgrade with an HTTP status other than 101
         /// (``SwitchboardError/httpStatus`` and ``SwitchboardError/httpBody``).
         public static let handshakeRejected = Kind(name: "handshakeRejected")
@@ -55,7 +63,7 @@ public struct SwitchboardError: Error, Sendable, Equatable, CustomStringConverti
     public let kind: Kind
     /// Human-readable detail; never contains credentials.
     public let message: String
-    /// HTTP status for `.handshakeRejected`.
+    /// HTTP status for `.handshakeRejected` and `.proxy`.
     public let httpStatus: Int?
     /// Response body for `.handshakeRejected` (at most 64 KiB kept).
     public let httpBody: String?
@@ -81,6 +89,13 @@ public struct SwitchboardError: Error, Sendable, Equatable, CustomStringConverti
         Self(kind: .connect, message: "cannot connect to \(address): \(e)", errno: e.errno)
     }
     static func tls(_ message: String) -> Self { Self(kind: .tls, message: message) }
+    /// A TLS failure; a pin mismatch gets its own kind.
+    static func tls(_ error: TLSError) -> Self {
+        Self(kind: error.unpinnedPublicKeys == nil ? .tls : .certificatePinning, message: error.description)
+    }
+    static func proxy(_ message: String, status: Int? = nil) -> Self {
+        Self(kind: .proxy, message: message, httpStatus: status)
+    }
     static func handshakeRejected(status: Int, body: String) -> Self {
         Self(kind: .handshakeRejected, message: "server rejected the WebSocket upgrade with HTTP \(status)",
              httpStatus: status, httpBody: body)

@@ -10,6 +10,11 @@ public struct WebSocketUpgradeRequest: Sendable, Equatable {
     /// The `Origin` value, if any. Browsers always send it; check it against an allow-list to
     /// stop cross-site WebSocket hijacking (RFC 6455 §10.2).
     public var origin: String?
+    /// The client's certificate, when the server requests or requires one (mutual TLS) and the
+    /// client presented one that was verified against the configured CAs; nil otherwise
+    /// (plain `ws`, or no certificate requested or presented). Set by the server before
+    /// `authenticate` runs: check ``TLSPeerCertificate/subject`` or its alternative names there.
+    public var clientCertificate: TLSPeerCertificate?
 
     /// Creates an upgrade request from a head and its extracted handshake fields. Normally made
     /// by ``WebSocketServerHandshake/classify(_:)``, which validates them; this initializer does not.

@@ -140,6 +140,26 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         }
     }
 
+    /// Starts TLS on an active plain channel whose first exchange is over (an HTTP `CONNECT`
+    /// tunnel is up): from now on reads are decrypted and writes encrypted. `ready` is called as
+    /// for ``activate(tlsReady:)``.
+    func startTLS(_ session: TLSSession, ready: @escaping (SwitchboardError?) -> Void) {
+        guard tlsState == nil, !isClosed, queue.isEmpty else {
+            ready(.tls("TLS cannot start on this connection now"))
+            return
+        }
+        let state = TLSChannelState(session)
+        state.handshakeCompletion = ready
+        tlsState = state
+        tlsHandshakeDone = false
+        driveTLSHandshake()
+    }
+
+    /// The verified client certificate (server with client certificates requested).
+    var tlsPeerCertificate: TLSPeerCertificate? { tls?.peerCertificate }
+    /// The negotiated TLS version (`TLSv1.2`, `TLSv1.3`), nil without TLS.
+    var tlsProtocolVersion: String? { tls?.negotiatedProtocolVersion }
+
     private func driveTLSHandshake() {
         guard let tls, !tlsHandshakeDone else { return }
         do {
@@ -159,10 +179,29 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
             }
         } catch {
             let c = tlsState?.takeHandshakeCompletion()
-            let err = SwitchboardError.tls(error.description)
+            let err = SwitchboardError.tls(error)
             let d = delegate
+            sendAlertBeforeClosing(tls)
             close()
             if let c { c(err) } else { d?.channelFailed(err) }
+        }
+    }
+
+    /// A failed handshake: OpenSSL queued an alert that tells the peer why (a missing client
+    /// certificate, an unknown CA…). Written best effort, once, without waiting; what the peer
+    /// already sent is read and dropped first so that closing does not answer with a reset,
+    /// which could destroy the alert before the peer reads it.
+    private func sendAlertBeforeClosing(_ tls: TLSSession) {
+        guard let tlsState else { return }
+        tls.drainCiphertext(into: &tlsState.cipherOut)
+        let buffer = loop.readBuffer
+        for _ in 0..<4 {
+            guard case .bytes(let n) = Socket.read(fd, into: buffer), n == buffer.count else { break }
+        }
+        guard tlsState.cipherOffset < tlsState.cipherOut.count else { return }
+        let start = tlsState.cipherOffset
+        _ = tlsState.cipherOut.withUnsafeBytes { raw in
+            Socket.write(fd, UnsafeRawBufferPointer(rebasing: raw[start...]))
         }
     }
 
@@ -359,7 +398,7 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
                 return .written(taken)
             }
             if let tlsError {
-                fail(.tls(tlsError.description))
+                fail(.tls(tlsError))
                 return nil
             }
             // Nothing taken (handshake not finished) and nothing to write: wait.
@@ -478,7 +517,7 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
                     return false
                 }
             } catch {
-                fail(.tls(error.description))
+                fail(.tls(error))
                 return false
             }
         }

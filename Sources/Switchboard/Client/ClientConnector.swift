@@ -29,6 +29,12 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
     private var handshake: WebSocketClientHandshake
     private var parser = HTTPResponseParser()
     private var rejected: (status: Int, body: [UInt8], remaining: Int?)?
+    /// `wss`: the TLS handshake completed (the upgrade request went out).
+    private var tlsEstablished = false
+    /// Whether any byte of the server's answer to the upgrade arrived.
+    private var receivedResponseBytes = false
+    /// While the proxy's answer to `CONNECT` is awaited: the tunnel and its parser.
+    private var tunnel: (request: HTTPProxyTunnel, parser: HTTPResponseParser)?
     /// Set when cancellation arrived before the attempt started.
     private var cancelledEarly = false
 
@@ -57,13 +63,21 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
         } catch {
             throw SwitchboardError.invalidArgument(error.description)
         }
-        let addresses = try await SocketAddress.resolve(host: SocketAddress.hostWithoutBrackets(options.host),
-                                                        port: options.port)
+        // Through a proxy, the TCP connection goes to the proxy; the target is named in CONNECT.
+        let addresses: [SocketAddress]
+        do {
+            addresses = try await SocketAddress.resolve(
+                host: SocketAddress.hostWithoutBrackets(options.proxy?.host ?? options.host),
+                port: options.proxy?.port ?? options.port)
+        } catch let error as SwitchboardError where error.kind == .dns && options.proxy != nil {
+            throw SwitchboardError(kind: .dns, message: "proxy: \(error.message)")
+        }
         try Task.checkCancellation()
         let loop = group.next()
         let connector = ClientConnector(loop: loop, options: options, handshake: handshake, counters: counters)
-        counters?.logger.debug("connecting", metadata: ["url": "\(options.redactedURL)",
-                                                        "addresses": "\(addresses.count)"])
+        var metadata: Logger.Metadata = ["url": "\(options.redactedURL)", "addresses": "\(addresses.count)"]
+        if let proxy = options.proxy { metadata["proxy"] = "\(proxy.redactedURL)" }
+        counters?.logger.debug("connecting", metadata: metadata)
         let connection = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<WebSocketConnection, Error>) in
                 loop.execute {
@@ -97,7 +111,7 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
         guard continuation != nil else { return }
         guard index < addresses.count else {
             finish(.failure(lastError ?? .connect(SocketError(errno: ECONNREFUSED, operation: "connect"),
-                                                  address: "\(options.host):\(options.port)")))
+                                                  address: dialedName)))
             return
         }
         let address = addresses[index]
@@ -131,10 +145,17 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
     private func connectFailed(_ e: SocketError, address: SocketAddress) {
         timer?.cancel()
         if fd >= 0 { Socket.close(fd); fd = -1 }
+        let name = options.proxy == nil ? address.description : "proxy \(address)"
         lastError = e.errno == ETIMEDOUT
-            ? .timedOut("connect to \(address)")
-            : .connect(e, address: address.description)
+            ? .timedOut("connect to \(name)")
+            : .connect(e, address: name)
         tryNextAddress()
+    }
+
+    /// What the TCP connection goes to, for messages: the server, or the proxy.
+    private var dialedName: String {
+        if let proxy = options.proxy { return "proxy \(proxy.address)" }
+        return "\(options.host):\(options.port)"
     }
 
     private func armTimer(_ duration: Duration, _ body: @escaping () -> Void) {
@@ -146,30 +167,30 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
 
     private func connected() {
         timer?.cancel()
-        var session: TLSSession?
-        if options.useTLS {
-            do {
-                let context = try TLSContextCache.client(options.tls)
-                session = try TLSSession(clientWith: context, serverName: options.tls.serverNameOverride ?? options.host)
-            } catch {
-                Socket.close(fd)
-                fd = -1
-                finish(.failure(SwitchboardError.tls(error.description)))
-                return
-            }
+        if let proxy = options.proxy {
+            openTunnel(through: proxy)
+            return
+        }
+        let session: TLSSession?
+        do {
+            session = try makeTLSSession()
+        } catch {
+            Socket.close(fd)
+            fd = -1
+            finish(.failure(error))
+            return
         }
         let channel = SocketChannel(loop: loop, fd: fd, tls: session)
         fd = -1  // owned by the channel now
         self.channel = channel
         channel.delegate = self
-        armTimer(options.configuration.handshakeTimeout) { [self] in
-            finish(.failure(SwitchboardError.timedOut("WebSocket opening handshake")))
-        }
+        armHandshakeTimer()
         do {
             try channel.activate { [self] error in
                 if let error {
                     finish(.failure(error))
                 } else {
+                    tlsEstablished = options.useTLS
                     channel.write(handshake.requestBytes)
                 }
             }
@@ -178,12 +199,124 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
         }
     }
 
+    /// A client TLS session for `wss` (SNI and verification against the target host), nil for `ws`.
+    private func makeTLSSession() throws(SwitchboardError) -> TLSSession? {
+        guard options.useTLS else { return nil }
+        do {
+            let context = try TLSContextCache.client(options.tls)
+            return try TLSSession(clientWith: context, serverName: options.tls.serverNameOverride ?? options.host)
+        } catch {
+            throw SwitchboardError.tls(error)
+        }
+    }
+
+    /// The opening handshake's time limit covers the proxy's answer, TLS and the upgrade.
+    private func armHandshakeTimer() {
+        armTimer(options.configuration.handshakeTimeout) { [self] in
+            let what = tunnel != nil ? "the proxy's answer to CONNECT" : "WebSocket opening handshake"
+            finish(.failure(SwitchboardError.timedOut(what)))
+        }
+    }
+
+    // MARK: HTTP CONNECT proxy
+
+    /// Sends `CONNECT host:port` on a plain channel to the proxy; ``proxyAnswered(_:rest:)``
+    /// takes it from there.
+    private func openTunnel(through proxy: HTTPProxyServer) {
+        let request: HTTPProxyTunnel
+        do {
+            request = try HTTPProxyTunnel(host: SocketAddress.hostWithoutBrackets(options.host), port: options.port,
+                                          username: proxy.username, password: proxy.password)
+        } catch {
+            Socket.close(fd)
+            fd = -1
+            finish(.failure(SwitchboardError.invalidArgument(error.description)))
+            return
+        }
+        let channel = SocketChannel(loop: loop, fd: fd, tls: nil)
+        fd = -1
+        self.channel = channel
+        channel.delegate = self
+        tunnel = (request, HTTPResponseParser())
+        armHandshakeTimer()
+        do {
+            try channel.activate()
+            channel.write(request.requestBytes)
+        } catch {
+            finish(.failure(SwitchboardError.io(error)))
+        }
+    }
+
+    /// The proxy's answer: on 2xx, TLS (for `wss`) and the upgrade start inside the tunnel.
+    private func proxyAnswered(_ head: HTTPResponseHead, rest: UnsafeRawBufferPointer) {
+        guard let request = tunnel?.request, let proxy = options.proxy, let channel else { return }
+        tunnel = nil
+        let answer = "HTTP \(head.status)\(head.reason.isEmpty ? "" : " \(head.reason)")"
+        switch request.outcome(of: head) {
+        case .authenticationRequired(let credentialsSent):
+            finish(.failure(SwitchboardError.proxy(
+                "proxy \(proxy.address) requires authentication: \(answer) "
+                    + (credentialsSent ? "(the credentials sent were refused)" : "(no credentials were given)"),
+                status: head.status)))
+        case .refused(let status) where status >= 500:
+            finish(.failure(SwitchboardError.proxy(
+                "proxy \(proxy.address) could not open a tunnel to \(request.authority): \(answer)", status: status)))
+        case .refused(let status):
+            finish(.failure(SwitchboardError.proxy(
+                "proxy \(proxy.address) refused a tunnel to \(request.authority): \(answer)", status: status)))
+        case .established:
+            counters?.logger.debug("proxy tunnel open", metadata: ["proxy": "\(proxy.redactedURL)",
+                                                                   "target": "\(request.authority)"])
+            let session: TLSSession?
+            do {
+                session = try makeTLSSession()
+            } catch {
+                finish(.failure(error))
+                return
+            }
+            guard let session else {
+                channel.write(handshake.requestBytes)
+                // The server speaks after our request only; anything here is its (early) answer.
+                if !rest.isEmpty { channelRead(rest) }
+                return
+            }
+            guard rest.isEmpty else {
+                finish(.failure(SwitchboardError.proxy(
+                    "proxy \(proxy.address) sent \(rest.count) bytes after its \(answer) before TLS started")))
+                return
+            }
+            channel.startTLS(session) { [self] error in
+                if let error {
+                    finish(.failure(error))
+                } else {
+                    tlsEstablished = true
+                    channel.write(handshake.requestBytes)
+                }
+            }
+        }
+    }
+
     func channelRead(_ bytes: UnsafeRawBufferPointer) {
         guard continuation != nil, let channel else { return }
+        if var state = tunnel {
+            let result: HTTPParseResult<HTTPResponseHead>
+            do {
+                result = try state.parser.parse(bytes)
+            } catch {
+                let name = options.proxy?.address ?? ""
+                finish(.failure(SwitchboardError.proxy("invalid answer from proxy \(name) to CONNECT: \(error)")))
+                return
+            }
+            tunnel = state
+            guard case .complete(let head, let consumed) = result else { return }
+            proxyAnswered(head, rest: UnsafeRawBufferPointer(rebasing: bytes[consumed...]))
+            return
+        }
         if rejected != nil {
             collectBody(bytes)
             return
         }
+        receivedResponseBytes = true
         let result: HTTPParseResult<HTTPResponseHead>
         do {
             result = try parser.parse(bytes)
@@ -207,8 +340,9 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
             return
         }
         timer?.cancel()
-        let connection = WebSocketConnection(channel: channel, role: .client, subprotocol: accepted.subprotocol,
-                                             request: nil, configuration: options.configuration,
+        let connection = WebSocketConnection(channel: channel, subprotocol: accepted.subprotocol, response: head,
+                                             tlsVersion: channel.tlsProtocolVersion,
+                                             configuration: options.configuration,
                                              deflate: accepted.deflate, counters: counters)
         counters?.logger.debug("connected", metadata: ["connection": "\(connection.id)",
                                                        "url": "\(options.redactedURL)"])
@@ -238,12 +372,36 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
 
     func channelEOF() {
         if rejected != nil { finishRejected(); return }
+        if tunnel != nil, let proxy = options.proxy {
+            finish(.failure(SwitchboardError.proxy("proxy \(proxy.address) closed the connection before answering CONNECT")))
+            return
+        }
+        if let closed = closedAfterTLSHandshake("closed the connection") {
+            finish(.failure(closed))
+            return
+        }
         finish(.failure(SwitchboardError.handshakeFailed("connection closed during the opening handshake")))
     }
 
     func channelFailed(_ error: SwitchboardError) {
         if rejected != nil { finishRejected(); return }
+        if error.kind == .io, error.errno == ECONNRESET, let closed = closedAfterTLSHandshake("reset the connection") {
+            finish(.failure(closed))
+            return
+        }
         finish(.failure(error))
+    }
+
+    /// TLS 1.3 ends the client's handshake before the server has checked the client's
+    /// certificate: a server that refuses it (or its absence) and closes without an alert,
+    /// before any byte of its answer, looks like this. Nil in any other situation.
+    private func closedAfterTLSHandshake(_ what: String) -> SwitchboardError? {
+        guard options.useTLS, tlsEstablished, !receivedResponseBytes else {
+            return nil
+        }
+        return SwitchboardError.handshakeFailed(
+            "the server \(what) after the TLS handshake, without answering the upgrade "
+                + "(servers that require a client certificate do this when none or an untrusted one was sent)")
     }
 
     func channelWritable() {}

@@ -5,9 +5,10 @@ import SwitchboardCore
 /// The delay before attempt *n* (1-based) is a uniformly random value in
 /// `0 ... min(cap, base × 2^(n-1))` ("full jitter"), so a fleet of clients does not reconnect
 /// in lockstep after a server restart. Only transient failures are retried: connection refused,
-/// reset or timed out, DNS failures, 5xx handshake answers, and closes with 1001, 1006, 1011,
-/// 1012 or 1013. Never 4xx handshake rejections, TLS failures, or closes with 1000, 1002, 1003,
-/// 1007, 1008, 1009 and other codes.
+/// reset or timed out, DNS failures, 5xx handshake answers (from the server, or from a proxy
+/// that could not reach it), and closes with 1001, 1006, 1011, 1012 or 1013. Never 4xx
+/// handshake rejections (a proxy's 407 or 403 included), TLS failures, pin mismatches, or
+/// closes with 1000, 1002, 1003, 1007, 1008, 1009 and other codes.
 public struct ReconnectPolicy: Sendable, Equatable {
     /// First backoff ceiling (default 0.5 s).
     public var baseDelay: Duration
@@ -57,8 +58,9 @@ public struct ReconnectPolicy: Sendable, Equatable {
         if let error {
             switch error.kind {
             case .connect, .timedOut, .io, .dns: return true
-            case .handshakeRejected: return (error.httpStatus ?? 0) >= 500
-            case .protocolViolation, .limitExceeded, .tls, .invalidArgument, .cancelled: return false
+            // A proxy that could not reach the server (5xx) may later; a 407 or 403 will not change.
+            case .handshakeRejected, .proxy: return (error.httpStatus ?? 0) >= 500
+            case .protocolViolation, .limitExceeded, .tls, .certificatePinning, .invalidArgument, .cancelled: return false
             default: break
             }
         }

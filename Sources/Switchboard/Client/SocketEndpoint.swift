@@ -29,6 +29,10 @@ public protocol SocketEndpoint: Sendable {
     var origin: String? { get }
     /// TCP connect timeout per address (default 10 s).
     var connectTimeout: Duration { get }
+    /// How the server is reached: directly (default ``ProxyConfiguration/none``), through a given
+    /// HTTP `CONNECT` proxy, or through the one the environment names
+    /// (``ProxyConfiguration/environment``).
+    var proxy: ProxyConfiguration { get }
     /// Limits and timeouts of the connection.
     var configuration: WebSocketConfiguration { get }
 }
@@ -60,6 +64,8 @@ extension SocketEndpoint {
     public var origin: String? { nil }
     /// Default: 10 seconds.
     public var connectTimeout: Duration { .seconds(10) }
+    /// Default: ``ProxyConfiguration/none`` (a direct connection).
+    public var proxy: ProxyConfiguration { .none }
     /// Default: ``WebSocketConfiguration/default``.
     public var configuration: WebSocketConfiguration { .default }
 
@@ -95,10 +101,11 @@ extension SocketEndpoint {
                 throw .invalidArgument("header \(name) contains CR, LF or NUL")
             }
         }
+        let proxyServer = try proxy.server(for: scheme, host: host, port: port)
         return WebSocketClientOptions(host: host, port: port, useTLS: scheme == .wss, target: requestTarget,
                                       headers: headers.map { ($0.name, $0.value) }, subprotocols: subprotocols,
                                       origin: origin, tls: tls, connectTimeout: connectTimeout,
-                                      configuration: configuration)
+                                      configuration: configuration, proxy: proxyServer)
     }
 }
 

@@ -13,6 +13,8 @@ struct WebSocketClientOptions: Sendable {
     var tls: TLSConfiguration
     var connectTimeout: Duration
     var configuration: WebSocketConfiguration
+    /// The HTTP proxy to tunnel through; nil: connect directly.
+    var proxy: HTTPProxyServer? = nil
 
     /// Host header value: brackets for IPv6 literals, port only when not the scheme default.
     var hostHeader: String {

@@ -25,6 +25,8 @@ public struct WebSocketURLEndpoint: SocketEndpoint {
     public var connectTimeout: Duration
     /// Limits and timeouts of the connection.
     public var configuration: WebSocketConfiguration
+    /// Direct (default), a given HTTP `CONNECT` proxy, or the environment's.
+    public var proxy: ProxyConfiguration
 
     /// Parses `ws[s]://host[:port][/path][?query]`. The path and query are kept as written
     /// (already encoded); add more with ``queryItems``.
@@ -34,7 +36,8 @@ public struct WebSocketURLEndpoint: SocketEndpoint {
     ///   values redacted.
     public init(url: String, headers: [(name: String, value: String)] = [], tls: TLSConfiguration = .default,
                 subprotocols: [String] = [], origin: String? = nil, connectTimeout: Duration = .seconds(10),
-                configuration: WebSocketConfiguration = .default) throws(SwitchboardError) {
+                configuration: WebSocketConfiguration = .default,
+                proxy: ProxyConfiguration = .none) throws(SwitchboardError) {
         guard let components = URLComponents(string: url), let schemeText = components.scheme?.lowercased(),
               let scheme = SocketScheme(rawValue: schemeText) else {
             throw .invalidArgument("not a ws:// or wss:// URL: \(URLRedaction.redacting(url))")
@@ -56,16 +59,19 @@ public struct WebSocketURLEndpoint: SocketEndpoint {
         self.origin = origin
         self.connectTimeout = connectTimeout
         self.configuration = configuration
+        self.proxy = proxy
     }
 }
 
 extension WebSocketURLEndpoint: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
-    /// ``SocketEndpoint/redactedURL`` and the header *names* only: header values (bearer tokens,
-    /// cookies) and secret query values (`token=<redacted>`, see `URLRedaction` in
-    /// `SwitchboardCore`) never appear in descriptions, logs or debugger output.
+    /// ``SocketEndpoint/redactedURL``, the header *names* only and the proxy, if any: header
+    /// values (bearer tokens, cookies), secret query values (`token=<redacted>`, see
+    /// `URLRedaction` in `SwitchboardCore`) and proxy passwords never appear in descriptions,
+    /// logs or debugger output.
     public var description: String {
         let names = headers.map(\.name)
         return redactedURL + (names.isEmpty ? "" : " headers: [\(names.joined(separator: ", "))] (values redacted)")
+            + (proxy == .none ? "" : " proxy: \(proxy)")
     }
 
     /// `WebSocketURLEndpoint(<description>)`: no header values, no secret query values.
@@ -73,6 +79,7 @@ extension WebSocketURLEndpoint: CustomStringConvertible, CustomDebugStringConver
 
     /// A mirror with the redacted URL and the header names only, so `dump` shows no secrets.
     public var customMirror: Mirror {
-        Mirror(self, children: ["url": redactedURL, "headerNames": headers.map(\.name)], displayStyle: .struct)
+        Mirror(self, children: ["url": redactedURL, "headerNames": headers.map(\.name), "proxy": proxy.description],
+               displayStyle: .struct)
     }
 }

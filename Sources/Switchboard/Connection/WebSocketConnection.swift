@@ -32,7 +32,25 @@ public actor WebSocketConnection: EventLoopTimerTarget {
     /// Server side: the upgrade request (path, query, headers). The fields only the handshake
     /// needed (`Upgrade`, `Connection`, `Sec-WebSocket-Key`, `-Version`, `-Extensions`) are not
     /// kept; `key`, `subprotocols` and `origin` hold their values.
-    public nonisolated let request: WebSocketUpgradeRequest?
+    public nonisolated var request: WebSocketUpgradeRequest? {
+        if case .server(let request) = handshake { request } else { nil }
+    }
+    /// Client side: the server's `101 Switching Protocols` response head (its `Set-Cookie`
+    /// fields among others; see ``setCookies``). Nil on the server side.
+    public nonisolated var handshakeResponse: HTTPResponseHead? {
+        if case .client(let record) = handshake { record.response } else { nil }
+    }
+    /// Client side: the values of the handshake response's `Set-Cookie` fields, in order (send
+    /// them back with a `Cookie` header of the endpoint's next connection if you need to).
+    public nonisolated var setCookies: [String] { handshakeResponse?.headers.values(for: "Set-Cookie") ?? [] }
+    /// Client side: the negotiated TLS version (`TLSv1.2`, `TLSv1.3`), nil for `ws` and on the
+    /// server side.
+    public nonisolated var tlsVersion: String? {
+        if case .client(let record) = handshake { record.tlsVersion } else { nil }
+    }
+    /// What the opening handshake left: the request (server) or the response (client), in one
+    /// field so that a connection pays for one of them only.
+    private nonisolated let handshake: ConnectionHandshake?
     /// Server side: what the authentication hook attached (e.g. the user id).
     public nonisolated let userInfo: [String: String]
     nonisolated let loop: EventLoop
@@ -122,14 +140,31 @@ public actor WebSocketConnection: EventLoopTimerTarget {
     init(channel: SocketChannel, role: WebSocketRole, subprotocol: String?, request: WebSocketUpgradeRequest?,
          configuration: WebSocketConfiguration, deflate: PerMessageDeflateParameters? = nil,
          counters: ConnectionCounters? = nil, userInfo: [String: String] = [:]) {
-        self.init(channel: channel, role: role, subprotocol: subprotocol, request: request,
+        self.init(channel: channel, role: role, subprotocol: subprotocol, handshake: request.map { .server($0) },
                   sharedConfiguration: SharedWebSocketConfiguration(configuration), deflate: deflate,
                   counters: counters, userInfo: userInfo)
+    }
+
+    /// A client connection: `response` is the server's 101 answer.
+    init(channel: SocketChannel, subprotocol: String?, response: HTTPResponseHead, tlsVersion: String?,
+         configuration: WebSocketConfiguration, deflate: PerMessageDeflateParameters? = nil,
+         counters: ConnectionCounters? = nil) {
+        self.init(channel: channel, role: .client, subprotocol: subprotocol,
+                  handshake: .client(ClientHandshakeRecord(response: response, tlsVersion: tlsVersion)),
+                  sharedConfiguration: SharedWebSocketConfiguration(configuration), deflate: deflate,
+                  counters: counters)
     }
 
     /// `deflate`: the permessage-deflate parameters the handshake negotiated (with
     /// ``WebSocketConfiguration/compression`` set), nil for none.
     init(channel: SocketChannel, role: WebSocketRole, subprotocol: String?, request: WebSocketUpgradeRequest?,
+         sharedConfiguration: SharedWebSocketConfiguration, deflate: PerMessageDeflateParameters? = nil,
+         counters: ConnectionCounters? = nil, userInfo: [String: String] = [:]) {
+        self.init(channel: channel, role: role, subprotocol: subprotocol, handshake: request.map { .server($0) },
+                  sharedConfiguration: sharedConfiguration, deflate: deflate, counters: counters, userInfo: userInfo)
+    }
+
+    private init(channel: SocketChannel, role: WebSocketRole, subprotocol: String?, handshake: ConnectionHandshake?,
          sharedConfiguration: SharedWebSocketConfiguration, deflate: PerMessageDeflateParameters? = nil,
          counters: ConnectionCounters? = nil, userInfo: [String: String] = [:]) {
         let configuration = sharedConfiguration.value
@@ -139,7 +174,7 @@ public actor WebSocketConnection: EventLoopTimerTarget {
         self.loop = channel.loop
         self.role = role
         self.subprotocol = subprotocol
-        self.request = request
+        self.handshake = handshake
         self.sharedConfiguration = sharedConfiguration
         self.counters = counters
         // On the loop (the handshake ran there): its shared streams are loop-confined.

@@ -84,7 +84,9 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
                 ?? HTTPResponse.error(status: 404, message: "no route for \(head.path)", type: .notFound,
                                       code: "not_found")
             reject(response, reason: nil)  // a plain HTTP answer, not a refused upgrade
-        case .upgrade(let request):
+        case .upgrade(let parsed):
+            var request = parsed
+            request.clientCertificate = channel.tlsPeerCertificate
             guard let route = server.route(for: request.path) else {
                 reject(HTTPResponse.error(status: 404, message: "no WebSocket route for \(request.path)",
                                           type: .notFound, code: "not_found"), reason: .notFound)
@@ -104,7 +106,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
             // bounds it: a hook still running then gets its socket answered 503 and closed.
             authenticating = true
             let loop = channel.loop
-            Task(executorPreference: loop) { [self] in
+            Task(executorPreference: loop) { [self, request] in
                 let decision = await authenticate(request)
                 loop.execute { [self] in
                     guard !done, !channel.isClosed else { return }

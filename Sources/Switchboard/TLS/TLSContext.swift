@@ -1,5 +1,6 @@
 import COpenSSL
 import CSwitchboardShims
+import SwitchboardCore
 
 #if canImport(Glibc)
 import Glibc
@@ -24,12 +25,20 @@ final class TLSContext: @unchecked Sendable {
     let verifiesPeer: Bool
     /// From `TLSConfiguration.serverNameOverride`.
     let serverNameOverride: String?
+    /// Client: the decoded SHA-256 pins and their mode (`TLSConfiguration.publicKeyPins`).
+    let pins: (hashes: [[UInt8]], mode: TLSConfiguration.PublicKeyPins.Mode)?
+    /// Server: whether client certificates are asked for (then verified against the CA file).
+    let requestsClientCertificates: Bool
 
-    private init(pointer: OpaquePointer, isClient: Bool, verifiesPeer: Bool, serverNameOverride: String?) {
+    private init(pointer: OpaquePointer, isClient: Bool, verifiesPeer: Bool, serverNameOverride: String?,
+                 pins: (hashes: [[UInt8]], mode: TLSConfiguration.PublicKeyPins.Mode)? = nil,
+                 requestsClientCertificates: Bool = false) {
         self.pointer = pointer
         self.isClient = isClient
         self.verifiesPeer = verifiesPeer
         self.serverNameOverride = serverNameOverride
+        self.pins = pins
+        self.requestsClientCertificates = requestsClientCertificates
     }
 
     deinit { SSL_CTX_free(pointer) }
@@ -41,13 +50,32 @@ final class TLSContext: @unchecked Sendable {
         guard let method = TLS_client_method(), let ctx = SSL_CTX_new(method) else {
             throw OpenSSLErrorQueue.error("SSL_CTX_new failed")
         }
+        var pins: (hashes: [[UInt8]], mode: TLSConfiguration.PublicKeyPins.Mode)?
+        if let configured = configuration.publicKeyPins {
+            var hashes: [[UInt8]] = []
+            for pin in configured.sha256 {
+                guard let hash = Base64.decode(pin), hash.count == 32 else {
+                    SSL_CTX_free(ctx)
+                    throw TLSError(message: "invalid public key pin \"\(pin)\": expected the base64 of a SHA-256 hash (32 bytes)")
+                }
+                hashes.append(hash)
+            }
+            guard !hashes.isEmpty else {
+                SSL_CTX_free(ctx)
+                throw TLSError(message: "public key pinning needs at least one pin")
+            }
+            pins = (hashes, configured.mode)
+        }
+        // Pins instead of chain verification: the chain and name are not checked, the pin is.
         let verifies = !configuration.dangerouslyDisableCertificateVerification
+            && pins?.mode != .insteadOfChainVerification
         // From here on `context` owns ctx, so any throw frees it.
         let context = TLSContext(
             pointer: ctx, isClient: true, verifiesPeer: verifies,
-            serverNameOverride: configuration.serverNameOverride)
+            serverNameOverride: configuration.serverNameOverride, pins: pins)
 
-        try applyCommonSettings(ctx, minimumVersion: configuration.minimumVersion)
+        try applyCommonSettings(ctx, minimumVersion: configuration.minimumVersion,
+                                maximumVersion: configuration.maximumVersion)
 
         if verifies {
             SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
@@ -59,7 +87,7 @@ final class TLSContext: @unchecked Sendable {
         if let clientCertificate = configuration.clientCertificate {
             try loadCertificateAndKey(
                 ctx, chainFile: clientCertificate.certificateChainFile,
-                keyFile: clientCertificate.privateKeyFile)
+                keyFile: clientCertificate.privateKeyFile, passphrase: clientCertificate.privateKeyPassphrase)
         }
 
         if !configuration.alpnProtocols.isEmpty {
@@ -81,12 +109,35 @@ final class TLSContext: @unchecked Sendable {
         guard let method = TLS_server_method(), let ctx = SSL_CTX_new(method) else {
             throw OpenSSLErrorQueue.error("SSL_CTX_new failed")
         }
-        let context = TLSContext(pointer: ctx, isClient: false, verifiesPeer: false, serverNameOverride: nil)
-        try applyCommonSettings(ctx, minimumVersion: configuration.minimumVersion)
-        // Client certificates are not requested.
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nil)
+        let requests = configuration.clientCertificates != .notRequested
+        let context = TLSContext(pointer: ctx, isClient: false, verifiesPeer: requests, serverNameOverride: nil,
+                                 requestsClientCertificates: requests)
+        try applyCommonSettings(ctx, minimumVersion: configuration.minimumVersion,
+                                maximumVersion: configuration.maximumVersion)
+        switch configuration.clientCertificates {
+        case .notRequested:
+            SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nil)
+        case .requested(let caFile), .required(let caFile):
+            var mode = SSL_VERIFY_PEER
+            if case .required = configuration.clientCertificates { mode |= SSL_VERIFY_FAIL_IF_NO_PEER_CERT }
+            SSL_CTX_set_verify(ctx, mode, nil)
+            ERR_clear_error()
+            guard SSL_CTX_load_verify_locations(ctx, caFile, nil) == 1 else {
+                throw OpenSSLErrorQueue.error("cannot load the client CA file \(caFile)")
+            }
+            ERR_clear_error()
+            // The CA names sent with the request, so clients pick the right certificate.
+            guard switchboard_SSL_CTX_set_client_CA_file(ctx, caFile) == 1 else {
+                throw OpenSSLErrorQueue.error("cannot read CA names from \(caFile)")
+            }
+            // TLS 1.3 session tickets would skip the certificate on resumption; the session
+            // id context must be set for client verification with session caching.
+            let idContext: [UInt8] = Array("switchboard".utf8)
+            _ = SSL_CTX_set_session_id_context(ctx, idContext, UInt32(idContext.count))
+        }
         try loadCertificateAndKey(
-            ctx, chainFile: configuration.certificateChainFile, keyFile: configuration.privateKeyFile)
+            ctx, chainFile: configuration.certificateChainFile, keyFile: configuration.privateKeyFile,
+            passphrase: configuration.privateKeyPassphrase)
         SSL_CTX_set_alpn_select_cb(ctx, { _, out, outLength, clientList, clientListLength, _ in
             TLSContext.selectHTTP11(
                 out: out, outLength: outLength, clientList: clientList, clientListLength: clientListLength)
@@ -97,16 +148,27 @@ final class TLSContext: @unchecked Sendable {
     // MARK: - Helpers
 
     private static func applyCommonSettings(
-        _ ctx: OpaquePointer, minimumVersion: TLSConfiguration.MinimumVersion
+        _ ctx: OpaquePointer, minimumVersion: TLSConfiguration.MinimumVersion,
+        maximumVersion: TLSConfiguration.Version?
     ) throws(TLSError) {
-        let version: Int32
-        switch minimumVersion {
-        case .tls12: version = TLS1_2_VERSION
-        case .tls13: version = TLS1_3_VERSION
+        func number(_ version: TLSConfiguration.Version) -> Int32 {
+            switch version {
+            case .tls12: TLS1_2_VERSION
+            case .tls13: TLS1_3_VERSION
+            }
         }
         ERR_clear_error()
-        guard switchboard_SSL_CTX_set_min_proto_version(ctx, version) == 1 else {
+        guard switchboard_SSL_CTX_set_min_proto_version(ctx, number(minimumVersion)) == 1 else {
             throw OpenSSLErrorQueue.error("cannot set minimum TLS version")
+        }
+        if let maximumVersion {
+            guard number(maximumVersion) >= number(minimumVersion) else {
+                throw TLSError(message: "the maximum TLS version is below the minimum")
+            }
+            ERR_clear_error()
+            guard switchboard_SSL_CTX_set_max_proto_version(ctx, number(maximumVersion)) == 1 else {
+                throw OpenSSLErrorQueue.error("cannot set maximum TLS version")
+            }
         }
         // RELEASE_BUFFERS: free the read/write buffers of idle connections.
         // ACCEPT_MOVING_WRITE_BUFFER: a retried SSL_write may come from a
@@ -175,15 +237,18 @@ final class TLSContext: @unchecked Sendable {
     }
 
     private static func loadCertificateAndKey(
-        _ ctx: OpaquePointer, chainFile: String, keyFile: String
+        _ ctx: OpaquePointer, chainFile: String, keyFile: String, passphrase: TLSPassphrase?
     ) throws(TLSError) {
         ERR_clear_error()
         guard SSL_CTX_use_certificate_chain_file(ctx, chainFile) == 1 else {
             throw OpenSSLErrorQueue.error("cannot load certificate chain \(chainFile)")
         }
         ERR_clear_error()
-        guard SSL_CTX_use_PrivateKey_file(ctx, keyFile, SSL_FILETYPE_PEM) == 1 else {
-            throw OpenSSLErrorQueue.error("cannot load private key \(keyFile)")
+        guard switchboard_SSL_CTX_use_PEM_private_key(ctx, keyFile, passphrase?.value) == 1 else {
+            let hint = passphrase == nil
+                ? " (if the key is encrypted, give its passphrase)" : " (wrong passphrase?)"
+            let error = OpenSSLErrorQueue.error("cannot load private key \(keyFile)")
+            throw TLSError(message: error.message + hint, openSSLErrors: error.openSSLErrors)
         }
         ERR_clear_error()
         guard SSL_CTX_check_private_key(ctx) == 1 else {

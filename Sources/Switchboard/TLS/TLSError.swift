@@ -12,12 +12,17 @@ public struct TLSError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The X.509 verification result string when certificate verification
     /// failed (`X509_verify_cert_error_string(SSL_get_verify_result)`).
     public var verificationFailure: String?
+    /// Set only when certificate pinning failed: the base64 SHA-256 hashes of the public keys
+    /// the server presented, none of which matched a pin (``TLSConfiguration/PublicKeyPins``).
+    public var unpinnedPublicKeys: [String]?
 
     /// Creates an error from a reason and, optionally, OpenSSL's error-queue entries and verification result.
-    package init(message: String, openSSLErrors: [String] = [], verificationFailure: String? = nil) {
+    package init(message: String, openSSLErrors: [String] = [], verificationFailure: String? = nil,
+                 unpinnedPublicKeys: [String]? = nil) {
         self.message = message
         self.openSSLErrors = openSSLErrors
         self.verificationFailure = verificationFailure
+        self.unpinnedPublicKeys = unpinnedPublicKeys
     }
 
     /// `TLSError: <message>`.

@@ -1,5 +1,6 @@
 import COpenSSL
 import CSwitchboardShims
+import SwitchboardCore
 
 #if canImport(Glibc)
 import Glibc
@@ -45,6 +46,9 @@ final class TLSSession {
     /// Keeps the SSL_CTX settings (and object) alive for the session's lifetime.
     private let context: TLSContext
     private let verifiesPeer: Bool
+    /// Server with client certificates requested: the verified client certificate, read once
+    /// when the handshake completes (nil when none was presented).
+    private(set) var peerCertificate: TLSPeerCertificate?
 
     private var handshakeComplete = false
     private var receivedCloseNotify = false
@@ -83,7 +87,7 @@ final class TLSSession {
         }
         let ssl = try Self.makeSSL(context)
         SSL_set_accept_state(ssl.ssl)
-        self.init(ssl: ssl, context: context, verifiesPeer: false)
+        self.init(ssl: ssl, context: context, verifiesPeer: context.requestsClientCertificates)
     }
 
     private init(
@@ -214,11 +218,20 @@ final class TLSSession {
         ERR_clear_error()
         let rc = SSL_do_handshake(ssl)
         if rc == 1 {
-            // Defence in depth: SSL_VERIFY_PEER already aborts on failure.
-            if verifiesPeer {
-                guard SSL_get0_peer_certificate(ssl) != nil, SSL_get_verify_result(ssl) == X509_V_OK else {
-                    throw fail(verificationError(prefix: "certificate verify failed"))
+            if context.isClient {
+                // Defence in depth: SSL_VERIFY_PEER already aborts on failure.
+                if verifiesPeer {
+                    guard SSL_get0_peer_certificate(ssl) != nil, SSL_get_verify_result(ssl) == X509_V_OK else {
+                        throw fail(verificationError(prefix: "certificate verify failed"))
+                    }
                 }
+                if let pins = context.pins { try checkPins(pins) }
+            } else if verifiesPeer, let certificate = SSL_get0_peer_certificate(ssl) {
+                // Requested or required client certificate: OpenSSL aborted on a bad one; check again.
+                guard SSL_get_verify_result(ssl) == X509_V_OK else {
+                    throw fail(verificationError(prefix: "client certificate verify failed"))
+                }
+                peerCertificate = Self.describe(certificate)
             }
             handshakeComplete = true
             return .complete
@@ -229,6 +242,58 @@ final class TLSSession {
         case let code:
             throw fail(operationError("TLS handshake failed", code: code))
         }
+    }
+
+    // MARK: - Peer certificates
+
+    /// Fails unless a public key of the peer's chain matches a pin: the verified chain when the
+    /// chain was verified, the leaf alone when the pins replace verification.
+    private func checkPins(_ pins: (hashes: [[UInt8]], mode: TLSConfiguration.PublicKeyPins.Mode)) throws(TLSError) {
+        var certificates: [OpaquePointer] = []
+        switch pins.mode {
+        case .inAdditionToChainVerification:
+            let chain = SSL_get0_verified_chain(ssl)
+            for index in 0..<switchboard_cert_chain_count(chain) {
+                if let certificate = switchboard_cert_chain_at(chain, index) { certificates.append(certificate) }
+            }
+        case .insteadOfChainVerification:
+            if let leaf = SSL_get0_peer_certificate(ssl) { certificates.append(leaf) }
+        }
+        var presented: [String] = []
+        for certificate in certificates {
+            var hash = [UInt8](repeating: 0, count: 32)
+            guard switchboard_X509_spki_sha256(certificate, &hash) == 1 else { continue }
+            if pins.hashes.contains(hash) { return }
+            presented.append(Base64.encode(hash))
+        }
+        let scope = pins.mode == .insteadOfChainVerification ? "the server's certificate" : "the server's verified chain"
+        throw fail(TLSError(
+            message: "certificate pinning failed: no public key of \(scope) matches a pin (presented sha256: \(presented.joined(separator: ", ")))",
+            unpinnedPublicKeys: presented))
+    }
+
+    /// The subject (RFC 4514) and alternative names of a certificate.
+    static func describe(_ certificate: OpaquePointer) -> TLSPeerCertificate {
+        var subject = ""
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: 1024) { buffer in
+            guard let base = buffer.baseAddress else { return }
+            if switchboard_X509_subject_rfc4514(certificate, base, buffer.count) >= 0 {
+                subject = String(cString: base)
+            }
+        }
+        var names: [TLSPeerCertificate.AlternativeName] = []
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: 8192) { buffer in
+            guard let base = buffer.baseAddress else { return }
+            let used = Int(switchboard_X509_subject_alt_names(certificate, base, buffer.count))
+            guard used > 0, used <= buffer.count else { return }
+            let bytes = UnsafeRawBufferPointer(start: base, count: used)
+            for entry in bytes.split(separator: 0) {
+                if let name = TLSPeerCertificate.AlternativeName(String(decoding: entry, as: UTF8.self)) {
+                    names.append(name)
+                }
+            }
+        }
+        return TLSPeerCertificate(subject: subject, alternativeNames: names)
     }
 
     // MARK: - Application data
@@ -303,9 +368,9 @@ final class TLSSession {
         return String(decoding: UnsafeBufferPointer(start: data, count: Int(length)), as: UTF8.self)
     }
 
-    /// True only when the handshake completed and the peer's chain and name
-    /// were verified (always false when verification is disabled, and on the
-    /// server, which does not request client certificates).
+    /// True only when the handshake completed and the peer's chain (and, on a client, name)
+    /// were verified (always false when verification is disabled or replaced by pins, and on a
+    /// server that does not request client certificates or got none).
     var peerVerified: Bool {
         verifiesPeer && handshakeComplete && failure == nil
             && SSL_get0_peer_certificate(ssl) != nil && SSL_get_verify_result(ssl) == X509_V_OK
