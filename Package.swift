@@ -71,14 +71,14 @@ let package = Package(
         ),
         .executableTarget(
             name: "echo-client",
-            dependencies: ["Switchboard", "SwitchboardCore",
+            dependencies: ["Switchboard", "SwitchboardCore", "ExampleSupport",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Examples/EchoClient"
         ),
-        // What the example servers share: running a server until SIGTERM/SIGINT (in a
-        // ServiceGroup with the ServiceLifecycleSupport trait).
+        // What the examples share: running a server until SIGTERM/SIGINT (in a ServiceGroup
+        // with the ServiceLifecycleSupport trait), and the clients' network flags.
         .target(name: "ExampleSupport",
-                dependencies: ["Switchboard",
+                dependencies: ["Switchboard", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle",
                                         condition: .when(traits: ["ServiceLifecycleSupport"]))],
                 path: "Examples/ExampleSupport"),

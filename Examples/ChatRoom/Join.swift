@@ -3,6 +3,7 @@ import Foundation
 import Switchboard
 import SwitchboardCore
 import ChatRoomCore
+import ExampleSupport
 
 /// `chat-room join`: a terminal client.
 struct Join: AsyncParsableCommand {
@@ -21,11 +22,17 @@ struct Join: AsyncParsableCommand {
     @Option(help: "Bearer token (default: $CHAT_TOKEN).") var token: String?
     @Flag(inversion: .prefixedNo, help: "Reconnect (and re-join rooms) when the connection is lost.")
     var reconnect = true
+    @OptionGroup var network: ClientNetworkOptions
 
     func run() async throws {
         let token = self.token ?? ProcessInfo.processInfo.environment["CHAT_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         let endpoint: ChatEndpoint
-        do { endpoint = try ChatEndpoint(url: url, token: token) } catch { throw ValidationError(error.description) }
+        do {
+            endpoint = try ChatEndpoint(url: url, token: token, tls: try network.tlsConfiguration(),
+                                        proxy: try network.proxyConfiguration())
+        } catch let error as SwitchboardError {
+            throw ValidationError(error.description)
+        }
 
         let joined = JoinedRooms(user: user, rooms: [room])
         let socket = SocketAdapter(reconnect: reconnect

@@ -31,8 +31,10 @@ package enum ChatCommand: JSONSocketCommand, Equatable {
 package struct ChatEndpoint: SocketEndpoint {
     private let base: WebSocketURLEndpoint
 
-    package init(url: String, token: String? = nil) throws(SwitchboardError) {
-        base = try WebSocketURLEndpoint(url: url, headers: token.map { [("Authorization", "Bearer \($0)")] } ?? [])
+    package init(url: String, token: String? = nil, tls: TLSConfiguration = .default,
+                 proxy: ProxyConfiguration = .none) throws(SwitchboardError) {
+        base = try WebSocketURLEndpoint(url: url, headers: token.map { [("Authorization", "Bearer \($0)")] } ?? [],
+                                        tls: tls, proxy: proxy)
     }
 
     package var scheme: SocketScheme { base.scheme }
@@ -40,4 +42,6 @@ package struct ChatEndpoint: SocketEndpoint {
     package var port: Int { base.port }
     package var path: String { base.path }
     package var headers: [(name: String, value: String)] { base.headers }
+    package var tls: TLSConfiguration { base.tls }
+    package var proxy: ProxyConfiguration { base.proxy }
 }

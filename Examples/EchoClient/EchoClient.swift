@@ -1,4 +1,5 @@
 import ArgumentParser
+import ExampleSupport
 import Foundation
 import Switchboard
 import SwitchboardCore
@@ -12,9 +13,9 @@ struct EchoClient: AsyncParsableCommand {
 
     @Option(help: "Fuzzing server URL, e.g. ws://127.0.0.1:9001") var url: String
     @Option(help: "Agent name in the reports.") var agent = "Switchboard"
-    @Option(help: "CA file to trust for wss:// (default: the system trust store).") var caFile: String?
     @Option(help: "Run only this case number.") var onlyCase: Int?
     @Flag(help: "Do not offer permessage-deflate (offered by default, with context takeover).") var noDeflate = false
+    @OptionGroup var network: ClientNetworkOptions
 
     func run() async throws {
         let count = try await caseCount()
@@ -31,13 +32,12 @@ struct EchoClient: AsyncParsableCommand {
     }
 
     private func endpoint(_ target: String) throws -> WebSocketURLEndpoint {
-        var tls = TLSConfiguration.default
-        if let caFile { tls.trustRoots = .caFile(caFile) }
         var configuration = WebSocketConfiguration()
         configuration.protocolLimits = WebSocketProtocolLimits(maxFrameSize: 64 << 20, maxMessageSize: 64 << 20)
         configuration.closeTimeout = .seconds(2)
         if !noDeflate { configuration.compression = .contextTakeover }
-        return try WebSocketURLEndpoint(url: url + target, tls: tls, configuration: configuration)
+        return try WebSocketURLEndpoint(url: url + target, tls: try network.tlsConfiguration(),
+                                        configuration: configuration, proxy: try network.proxyConfiguration())
     }
 
     private func caseCount() async throws -> Int {

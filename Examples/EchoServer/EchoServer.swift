@@ -16,6 +16,10 @@ struct EchoServer: AsyncParsableCommand {
     @Option(help: "Port to listen on (0 = ephemeral; the bound port is printed).") var port = 9001
     @Option(help: "PEM certificate chain file (enables wss).") var tlsCert: String?
     @Option(help: "PEM private key file.") var tlsKey: String?
+    @Option(help: "File whose first line is the passphrase of an encrypted --tls-key.") var tlsKeyPassphraseFile: String?
+    @Option(help: "Require client certificates issued by a CA of this PEM file (mutual TLS; needs --tls-cert).")
+    var tlsClientCa: String?
+    @Option(help: "Highest TLS version to accept: 1.2 or 1.3 (default 1.3).") var tlsMaxVersion: String?
     @Option(help: "Largest message accepted, in bytes.") var maxMessageSize = 16 << 20
     @Option(help: "Event loops (default: one per core).") var loops: Int?
     @Option(help: "Seconds between keepalive pings (default 20; 0 turns keepalive off).") var pingInterval: Double?
@@ -30,6 +34,12 @@ struct EchoServer: AsyncParsableCommand {
 
     func validate() throws {
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
+        if tlsCert == nil && (tlsClientCa != nil || tlsKeyPassphraseFile != nil || tlsMaxVersion != nil) {
+            throw ValidationError("--tls-client-ca, --tls-key-passphrase-file and --tls-max-version need --tls-cert")
+        }
+        if let tlsMaxVersion, !["1.2", "1.3"].contains(tlsMaxVersion) {
+            throw ValidationError("--tls-max-version is 1.2 or 1.3")
+        }
         if maxMessageSize < 1 { throw ValidationError("--max-message-size must be positive") }
         if let pingInterval, !(0...86_400).contains(pingInterval) { throw ValidationError("--ping-interval must be 0…86400 seconds") }
         if noDeflate && contextTakeover { throw ValidationError("--context-takeover needs compression: drop --no-deflate") }
@@ -46,7 +56,13 @@ struct EchoServer: AsyncParsableCommand {
             config.connection.pingInterval = pingInterval > 0 ? .seconds(pingInterval) : nil
         }
         if let tlsCert, let tlsKey {
-            config.tls = TLSServerConfiguration(certificateChainFile: tlsCert, privateKeyFile: tlsKey)
+            config.tls = TLSServerConfiguration(
+                certificateChainFile: tlsCert, privateKeyFile: tlsKey,
+                maximumVersion: tlsMaxVersion == "1.2" ? .tls12 : nil,
+                privateKeyPassphrase: try tlsKeyPassphraseFile.map { path throws(SwitchboardError) in
+                    try TLSPassphrase(contentsOfFile: path)
+                },
+                clientCertificates: tlsClientCa.map { .required(trustedCAFile: $0) } ?? .notRequested)
         }
         var logger = Logger(label: "echo-server")
         logger.logLevel = .warning

@@ -74,6 +74,34 @@ func serveInAServiceGroup(logger: Logger) async throws {
 }
 #endif
 
+func connectFromTheOffice() async throws {
+    var tls = TLSConfiguration(trustRoots: .caFile("internal-ca.pem"))
+    tls.clientCertificate = .init(certificateChainFile: "client.pem", privateKeyFile: "client.key",
+                                  privateKeyPassphrase: try TLSPassphrase(contentsOfFile: "client.pass"))
+    tls.publicKeyPins = .init(sha256: ["Wj4bYlMN4PtegbnyLmz/B0dJ7V9lqPHDEGVWLkwb+sc="])  // and the chain
+    let endpoint = try WebSocketURLEndpoint(url: "wss://feed.example.com/v1/ws",
+                                            headers: [("Cookie", "sid=4f2a")], tls: tls,
+                                            proxy: try ProxyConfiguration(url: "http://proxy.corp:3128"))
+    let socket = SocketAdapter()
+    let lines = try await socket.connect(to: endpoint)
+    print(await socket.currentConnection?.setCookies ?? [])  // the 101's Set-Cookie values
+    for await line in lines { print(String(decoding: line, as: UTF8.self)) }
+}
+
+func serveMutualTLS() async throws {
+    var configuration = WebSocketServerConfiguration(host: "0.0.0.0", port: 8443)
+    configuration.tls = TLSServerConfiguration(certificateChainFile: "server.pem", privateKeyFile: "server.key",
+                                               clientCertificates: .required(trustedCAFile: "clients-ca.pem"))
+    let server = WebSocketServer(configuration: configuration)
+    server.route("/v1/ws", authenticate: { request in      // the certificate is already verified
+        request.clientCertificate?.subject == "CN=alice,O=Example"
+            ? .accept(userInfo: ["user": "alice"]) : .forbidden()
+    }) { connection in
+        try await connection.send(text: "hello \(connection.userInfo["user"] ?? "")\n")
+    }
+    try await server.run()
+}
+
 @Suite("README examples")
 struct ReadmeExamplesTests {
     @Test func readmeCallbackRouteEchoes() async throws {

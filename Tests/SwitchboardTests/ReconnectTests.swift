@@ -101,6 +101,12 @@ struct ReconnectTests {
         #expect(!ReconnectPolicy.isTransient(closeCode: nil, error: .handshakeRejected(status: 401, body: "")))
         #expect(!ReconnectPolicy.isTransient(closeCode: nil, error: .handshakeRejected(status: 403, body: "")))
         #expect(ReconnectPolicy.isTransient(closeCode: nil, error: .handshakeRejected(status: 503, body: "")))
+        // A proxy that could not reach the server may later; refused credentials and pin
+        // mismatches stay refused.
+        #expect(ReconnectPolicy.isTransient(closeCode: nil, error: .proxy("could not open a tunnel", status: 502)))
+        #expect(!ReconnectPolicy.isTransient(closeCode: nil, error: .proxy("requires authentication", status: 407)))
+        #expect(!ReconnectPolicy.isTransient(closeCode: nil, error: .proxy("refused a tunnel", status: 403)))
+        #expect(!ReconnectPolicy.isTransient(closeCode: nil, error: .tls(TLSError(message: "pinning", unpinnedPublicKeys: []))))
         #expect(ReconnectPolicy.isTransient(closeCode: nil, error: .connect(SocketError(errno: ECONNREFUSED, operation: "connect"), address: "x")))
         #expect(!ReconnectPolicy.isTransient(closeCode: nil, error: .tls("bad certificate")))
     }

@@ -19,6 +19,15 @@ struct TestPKI: Sendable {
     /// Client certificate signed by the CA.
     var clientCertificate: String { directory + "/client.pem" }
     var clientKey: String { directory + "/client.key" }
+    /// Client certificate signed by the CA with subject `O=Example, CN=alice` and the SANs
+    /// `DNS:alice.example`, `email:alice@example.com`, `URI:spiffe://example.org/alice`.
+    var aliceCertificate: String { directory + "/alice.pem" }
+    var aliceKey: String { directory + "/alice.key" }
+    /// ``aliceKey`` encrypted (AES-256) with ``alicePassphrase``.
+    var aliceEncryptedKey: String { directory + "/alice-encrypted.key" }
+    var alicePassphrase: String { "correct horse battery staple" }
+    /// ``serverKey`` encrypted (AES-256) with ``alicePassphrase``.
+    var serverEncryptedKey: String { directory + "/server-encrypted.key" }
 
     struct GenerationError: Error, CustomStringConvertible {
         var description: String
@@ -48,6 +57,9 @@ struct TestPKI: Sendable {
                 .write(toFile: dir + "/server.ext", atomically: true, encoding: .utf8)
             try "basicConstraints=critical,CA:FALSE\nextendedKeyUsage=clientAuth\n"
                 .write(toFile: dir + "/client.ext", atomically: true, encoding: .utf8)
+            try ("basicConstraints=critical,CA:FALSE\nextendedKeyUsage=clientAuth\n"
+                + "subjectAltName=DNS:alice.example,email:alice@example.com,URI:spiffe://example.org/alice\n")
+                .write(toFile: dir + "/alice.ext", atomically: true, encoding: .utf8)
             for (name, serial) in [("server", "2"), ("client", "3")] {
                 try openssl(["req", "-new"] + ec + [
                     "-keyout", "\(name).key", "-out", "\(name).csr", "-subj", "/CN=\(name == "server" ? "localhost" : "client")",
@@ -57,6 +69,17 @@ struct TestPKI: Sendable {
                     "-days", "2", "-extfile", "\(name).ext", "-out", "\(name).pem",
                 ], in: dir)
             }
+            try openssl(["req", "-new"] + ec + [
+                "-keyout", "alice.key", "-out", "alice.csr", "-subj", "/O=Example/CN=alice",
+            ], in: dir)
+            try openssl([
+                "x509", "-req", "-in", "alice.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-set_serial", "4",
+                "-days", "2", "-extfile", "alice.ext", "-out", "alice.pem",
+            ], in: dir)
+            try openssl(["pkey", "-in", "alice.key", "-aes256", "-passout", "pass:correct horse battery staple",
+                         "-out", "alice-encrypted.key"], in: dir)
+            try openssl(["pkey", "-in", "server.key", "-aes256", "-passout", "pass:correct horse battery staple",
+                         "-out", "server-encrypted.key"], in: dir)
             try openssl(["req", "-x509"] + ec + [
                 "-keyout", "self.key", "-out", "self.pem", "-days", "2", "-subj", "/CN=localhost",
                 "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
@@ -69,6 +92,25 @@ struct TestPKI: Sendable {
             throw GenerationError(description: "test PKI setup failed: \(error)")
         }
         return TestPKI(directory: dir)
+    }
+
+    /// The RFC 7469 pin of a certificate's public key (base64 SHA-256 of its DER
+    /// SubjectPublicKeyInfo), computed by the `openssl` CLI, independently of our code.
+    func pin(ofCertificate path: String) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "openssl x509 -in \"$1\" -pubkey -noout | openssl pkey -pubin -outform der "
+            + "| openssl dgst -sha256 -binary | base64", "pin", path]
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let pin = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard process.terminationStatus == 0, pin.count == 44 else {
+            throw GenerationError(description: "cannot compute the pin of \(path): \(pin)")
+        }
+        return pin
     }
 
     private static func openssl(_ arguments: [String], in directory: String) throws {

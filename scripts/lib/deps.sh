@@ -70,6 +70,18 @@ ensure_python_websockets() {
         || python3 -m pip install -q --disable-pip-version-check --user --break-system-packages "websockets>=13"
 }
 
+# proxy.py (PyPI `proxy.py`, module `proxy`, >= 2.4): the real HTTP CONNECT proxy, with and
+# without Basic auth, of the client's proxy tests. Needs python3 and pip (ensure_python_websockets).
+ensure_python_proxy() {
+    if python3 -c 'import sys, proxy.common.version as v; sys.exit(0 if tuple(map(int, v.__version__.split(".")[:2])) >= (2, 4) else 1)' 2>/dev/null; then
+        return
+    fi
+    say "installing Python proxy.py"
+    python3 -m pip install -q --disable-pip-version-check "proxy.py>=2.4" 2>/dev/null \
+        || python3 -m pip install -q --disable-pip-version-check --break-system-packages "proxy.py>=2.4" \
+        || python3 -m pip install -q --disable-pip-version-check --user --break-system-packages "proxy.py>=2.4"
+}
+
 # Headless Chromium, its WebDriver and Python selenium: the real browser of the chat-room test.
 ensure_browser() {
     local missing=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Interop peer for Switchboard's client tests: a Python `websockets` server.
 
-Usage: ws_echo_server.py --port 0 [--tls-cert FILE --tls-key FILE] [--silent]
+Usage: ws_echo_server.py --port 0 [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]
+                            [--tls-max-version 1.2|1.3]] [--deflate MODE] [--silent]
 
 Prints `PORT <n>` as its first stdout line once listening, then behaves by path:
 
@@ -17,6 +18,25 @@ Prints `PORT <n>` as its first stdout line once listening, then behaves by path:
   /record-close  echoes; when the peer closes, prints `CLOSED <code> <reason>` to stdout
   /forbidden     HTTP 403 with a body (no upgrade)
   /unauthorized  HTTP 401 with a body (no upgrade)
+  /extensions    sends the Sec-WebSocket-Extensions answer it gave (empty if none), then echoes
+  /cookie        the handshake response carries `Set-Cookie: session=abc123; Path=/; HttpOnly`;
+                 sends one text message, the request's Cookie header ("" if none; several
+                 joined with "; "), then closes with 1000
+  /whoami        sends one text message, the verified client certificate's subject in RFC 4514
+                 form, most specific attribute first (`CN=alice,O=Example`, as OpenSSL's
+                 XN_FLAG_RFC2253 without ESC_MSB prints it: UTF-8 kept; an attribute OpenSSL
+                 has no name for shows as `1.2.3=value`, where OpenSSL dumps `#hex`), then
+                 closes with 1000; "" when no client certificate was presented (plain TCP, or
+                 TLS without --tls-client-ca)
+  /tls-version   sends one text message, the negotiated TLS version (`TLSv1.2`, `TLSv1.3`;
+                 "" over plain TCP), then closes with 1000
+
+--tls-cert/--tls-key: serve TLS with this certificate chain and key (PEM).
+--tls-client-ca FILE: require a client certificate that verifies against the CA(s) in FILE
+  (ssl.CERT_REQUIRED): a client without one, or with one that does not verify, fails the TLS
+  handshake (over TLS 1.3 the client learns it from an alert after its side of the handshake).
+--tls-max-version 1.2|1.3: the highest TLS version the server accepts (default: OpenSSL's).
+--deflate off|takeover|none: accept permessage-deflate (see --help).
 
 --silent: a plain TCP listener that accepts connections and never answers (no HTTP).
 
@@ -127,6 +147,69 @@ async def record_close(ws):
             out(f"CLOSED {rcvd.code} {rcvd.reason}")
 
 
+# OpenSSL's short names (XN_FLAG_FN_SN) for the long names `getpeercert()` reports.
+SHORT_NAMES = {
+    "commonName": "CN", "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
+    "streetAddress": "street", "organizationName": "O", "organizationalUnitName": "OU",
+    "domainComponent": "DC", "userId": "UID", "surname": "SN", "givenName": "GN",
+    "jurisdictionCountryName": "jurisdictionC", "jurisdictionStateOrProvinceName": "jurisdictionST",
+    "jurisdictionLocalityName": "jurisdictionL",
+}
+
+RFC4514_SPECIALS = ',+"\\<>;'
+
+
+def rfc4514_value(value: str) -> str:
+    # The escapes of OpenSSL's ASN1_STRFLGS_ESC_2253 | ESC_CTRL (not ESC_MSB): specials get a
+    # backslash, so do a leading "#" or space and a trailing space; control characters become
+    # "\XX"; everything else (UTF-8 included) stays as it is.
+    out = []
+    last = len(value) - 1
+    for i, ch in enumerate(value):
+        if ch in RFC4514_SPECIALS or (i == 0 and ch in "# ") or (i == last and ch == " "):
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append("\\%02X" % ord(ch))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def rfc4514_subject(cert) -> str:
+    """The subject of a `getpeercert()` dict as RFC 4514, most specific RDN first.
+
+    Like OpenSSL (XN_FLAG_DN_REV), the attributes of a multi-valued RDN come reversed too.
+    """
+    if not cert:
+        return ""
+    rdns = []
+    for rdn in reversed(cert.get("subject", ())):
+        rdns.append("+".join(SHORT_NAMES.get(name, name) + "=" + rfc4514_value(value)
+                             for name, value in reversed(rdn)))
+    return ",".join(rdns)
+
+
+def ssl_object(ws):
+    return ws.transport.get_extra_info("ssl_object") if ws.transport is not None else None
+
+
+async def whoami(ws):
+    tls = ssl_object(ws)
+    await ws.send(rfc4514_subject(tls.getpeercert()) if tls is not None else "")
+    await ws.close()
+
+
+async def tls_version(ws):
+    tls = ssl_object(ws)
+    await ws.send((tls.version() or "") if tls is not None else "")
+    await ws.close()
+
+
+async def cookie(ws):
+    await ws.send("; ".join(ws.request.headers.get_all("Cookie")))
+    await ws.close()
+
+
 async def extensions_then_echo(ws):
     """Sends the Sec-WebSocket-Extensions answer it gave (empty if none), then echoes."""
     await ws.send(ws.response.headers.get("Sec-WebSocket-Extensions", ""))
@@ -139,6 +222,9 @@ ROUTES = {
     "/lines": lines,
     "/close": close_after_any,
     "/record-close": record_close,
+    "/cookie": cookie,
+    "/whoami": whoami,
+    "/tls-version": tls_version,
 }
 
 
@@ -164,12 +250,20 @@ def process_request(connection, request):
     return None
 
 
+def process_response(connection, request, response):
+    if request.path.split("?", 1)[0] == "/cookie" and response.status_code == 101:
+        response.headers["Set-Cookie"] = "session=abc123; Path=/; HttpOnly"
+    return None
+
+
 # ---- main ----
 
 def exit_on_stdin_eof() -> None:
     def watch():
         try:
-            while sys.stdin.buffer.read(4096):
+            # os.read, not sys.stdin: a thread blocked in the buffered reader holds its lock,
+            # and the interpreter then aborts when it exits another way (SIGTERM, usage error).
+            while os.read(0, 4096):
                 pass
         except Exception:
             pass
@@ -190,6 +284,10 @@ async def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--tls-cert")
     parser.add_argument("--tls-key")
+    parser.add_argument("--tls-client-ca",
+                        help="require a client certificate verified against these CA(s)")
+    parser.add_argument("--tls-max-version", choices=["1.2", "1.3"],
+                        help="the highest TLS version to accept")
     parser.add_argument("--silent", action="store_true")
     parser.add_argument("--deflate", choices=["off", "takeover", "none"], default="off",
                         help="accept permessage-deflate: with context takeover (the websockets "
@@ -211,6 +309,14 @@ async def main() -> None:
     if args.tls_cert:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(args.tls_cert, args.tls_key)
+        if args.tls_client_ca:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(cafile=args.tls_client_ca)
+        if args.tls_max_version:
+            context.maximum_version = {"1.2": ssl.TLSVersion.TLSv1_2,
+                                       "1.3": ssl.TLSVersion.TLSv1_3}[args.tls_max_version]
+    elif args.tls_client_ca or args.tls_max_version:
+        parser.error("--tls-client-ca and --tls-max-version need --tls-cert and --tls-key")
 
     extensions = []
     if args.deflate != "off":
@@ -221,7 +327,8 @@ async def main() -> None:
         else:
             extensions = [ServerPerMessageDeflateFactory()]
     async with serve(handler, "127.0.0.1", args.port, ssl=context, max_size=64 * 1024 * 1024,
-                     process_request=process_request, compression=None,
+                     process_request=process_request, process_response=process_response,
+                     compression=None,
                      extensions=extensions) as server:
         port = next(iter(server.sockets)).getsockname()[1]
         out(f"PORT {port}")
