@@ -10,9 +10,7 @@ import Foundation
 /// port file once listening; its access log (one line per request, e.g.
 /// `CONNECT 127.0.0.1:4242`) goes to a file the tests read.
 final class ProxyPeer: @unchecked Sendable {  // Process: only stop() mutates, once
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
-    }
+    typealias Failure = InteropPeer.Failure
 
     let port: Int
     private let process: Process
