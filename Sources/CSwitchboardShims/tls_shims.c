@@ -64,7 +64,9 @@ int switchboard_X509_subject_rfc4514(X509 *cert, char *buffer, size_t size) {
 }
 
 static size_t append_entry(char *buffer, size_t size, size_t used, const char *prefix,
-                           const unsigned char *value, size_t length) {
+                           const unsigned char *value, int signedLength) {
+    if (value == NULL || signedLength < 0) return used;
+    size_t length = (size_t)signedLength;
     size_t prefixLength = strlen(prefix);
     if (memchr(value, 0, length) != NULL) return used;  // embedded NUL: skipped
     if (used + prefixLength + length + 1 > size) return used;
@@ -84,16 +86,16 @@ int switchboard_X509_subject_alt_names(X509 *cert, char *buffer, size_t size) {
         switch (name->type) {
         case GEN_DNS:
             used = append_entry(buffer, size, used, "DNS:", ASN1_STRING_get0_data(name->d.dNSName),
-                                (size_t)ASN1_STRING_length(name->d.dNSName));
+                                ASN1_STRING_length(name->d.dNSName));
             break;
         case GEN_EMAIL:
             used = append_entry(buffer, size, used, "email:", ASN1_STRING_get0_data(name->d.rfc822Name),
-                                (size_t)ASN1_STRING_length(name->d.rfc822Name));
+                                ASN1_STRING_length(name->d.rfc822Name));
             break;
         case GEN_URI:
             used = append_entry(buffer, size, used, "URI:",
                                 ASN1_STRING_get0_data(name->d.uniformResourceIdentifier),
-                                (size_t)ASN1_STRING_length(name->d.uniformResourceIdentifier));
+                                ASN1_STRING_length(name->d.uniformResourceIdentifier));
             break;
         case GEN_IPADD: {
             char text[INET6_ADDRSTRLEN];
@@ -101,7 +103,7 @@ int switchboard_X509_subject_alt_names(X509 *cert, char *buffer, size_t size) {
             const unsigned char *bytes = ASN1_STRING_get0_data(name->d.iPAddress);
             int family = length == 4 ? AF_INET : (length == 16 ? AF_INET6 : 0);
             if (family != 0 && inet_ntop(family, bytes, text, sizeof text) != NULL) {
-                used = append_entry(buffer, size, used, "IP:", (const unsigned char *)text, strlen(text));
+                used = append_entry(buffer, size, used, "IP:", (const unsigned char *)text, (int)strlen(text));
             }
             break;
         }
