@@ -96,6 +96,20 @@ struct MutualTLSAndPinningTests {
         await server.stop()
     }
 
+    /// A subject longer than the first buffer reaches `authenticate` whole, never cut short.
+    @Test func longSubjectIsNotTruncated() async throws {
+        let pki = try TestPKI.get()
+        let server = try await Server(Self.serverTLS(pki, clientCertificates: .required(trustedCAFile: pki.caCertificate)))
+        var tls = TLSConfiguration(trustRoots: .caFile(pki.caCertificate))
+        tls.clientCertificate = .init(certificateChainFile: pki.longSubjectCertificate, privateKeyFile: pki.longSubjectKey)
+        _ = try await Self.roundTrip(port: server.port, tls: tls)
+        let expected = "CN=long," + Array(repeating: TestPKI.longUnit, count: 20).joined(separator: ",") + ",O=Example"
+        let subject = server.seen.list.withLock { $0.last??.subject }
+        #expect(expected.utf8.count > 1024)
+        #expect(subject == expected)
+        await server.stop()
+    }
+
     @Test func requiredClientCertificateMissingOrUntrustedFailsTheHandshake() async throws {
         let pki = try TestPKI.get()
         let server = try await Server(Self.serverTLS(pki, clientCertificates: .required(trustedCAFile: pki.caCertificate)))

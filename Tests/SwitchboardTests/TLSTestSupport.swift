@@ -26,6 +26,11 @@ struct TestPKI: Sendable {
     /// ``aliceKey`` encrypted (AES-256) with ``alicePassphrase``.
     var aliceEncryptedKey: String { directory + "/alice-encrypted.key" }
     var alicePassphrase: String { "correct horse battery staple" }
+    /// Client certificate signed by the CA whose subject is longer than 1 KiB:
+    /// `O=Example`, then 20 × ``longUnit``, then `CN=long`.
+    var longSubjectCertificate: String { directory + "/long.pem" }
+    var longSubjectKey: String { directory + "/long.key" }
+    static let longUnit = "OU=" + String(repeating: "u", count: 60)
     /// ``serverKey`` encrypted (AES-256) with ``alicePassphrase``.
     var serverEncryptedKey: String { directory + "/server-encrypted.key" }
 
@@ -78,6 +83,12 @@ struct TestPKI: Sendable {
             ], in: dir)
             try openssl(["pkey", "-in", "alice.key", "-aes256", "-passout", "pass:correct horse battery staple",
                          "-out", "alice-encrypted.key"], in: dir)
+            let longSubject = "/O=Example" + String(repeating: "/" + longUnit, count: 20) + "/CN=long"
+            try openssl(["req", "-new"] + ec + ["-keyout", "long.key", "-out", "long.csr", "-subj", longSubject], in: dir)
+            try openssl([
+                "x509", "-req", "-in", "long.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-set_serial", "5",
+                "-days", "2", "-extfile", "client.ext", "-out", "long.pem",
+            ], in: dir)
             try openssl(["pkey", "-in", "server.key", "-aes256", "-passout", "pass:correct horse battery staple",
                          "-out", "server-encrypted.key"], in: dir)
             try openssl(["req", "-x509"] + ec + [

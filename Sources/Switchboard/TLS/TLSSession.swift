@@ -274,12 +274,18 @@ final class TLSSession {
 
     /// The subject (RFC 4514) and alternative names of a certificate.
     static func describe(_ certificate: OpaquePointer) -> TLSPeerCertificate {
+        // Never truncated (a cut subject could pass a prefix check): sized by a first call.
         var subject = ""
-        withUnsafeTemporaryAllocation(of: CChar.self, capacity: 1024) { buffer in
-            guard let base = buffer.baseAddress else { return }
-            if switchboard_X509_subject_rfc4514(certificate, base, buffer.count) >= 0 {
-                subject = String(cString: base)
+        var capacity = 1024
+        for _ in 0..<2 {
+            let length = withUnsafeTemporaryAllocation(of: CChar.self, capacity: capacity) { buffer -> Int in
+                guard let base = buffer.baseAddress else { return -1 }
+                let length = Int(switchboard_X509_subject_rfc4514(certificate, base, buffer.count))
+                if length >= 0 && length < buffer.count { subject = String(cString: base) }
+                return length
             }
+            guard length >= capacity else { break }
+            capacity = length + 1
         }
         var names: [TLSPeerCertificate.AlternativeName] = []
         withUnsafeTemporaryAllocation(of: CChar.self, capacity: 8192) { buffer in
