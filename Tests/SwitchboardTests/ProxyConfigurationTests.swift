@@ -145,11 +145,17 @@ import SwitchboardTestSupport
         }
     }
 
-    @Test func redactingHidesEverythingBeforeTheAt() {
-        #expect(HTTPProxyServer.redacting("http://u:\(Self.secret)@h:3128/x") == "http://<redacted>@h:3128/x")
-        #expect(HTTPProxyServer.redacting("u:\(Self.secret)@h:3128") == "<redacted>@h:3128")
-        #expect(HTTPProxyServer.redacting("http://u:a@b\(Self.secret)@h") == "http://<redacted>@h")
-        #expect(HTTPProxyServer.redacting("http://h:3128") == "http://h:3128")
+    /// Refusals show the URL (`http://` added when it had no scheme) with the password redacted.
+    @Test(arguments: ["u:\(ProxyConfigurationTests.secret)@h:3128/x", "http://u:\(ProxyConfigurationTests.secret)@h:3128/x?q=1",
+                     "http://u:a@b\(ProxyConfigurationTests.secret)@h/p"])
+    func refusedURLsShowNoPassword(url: String) {
+        do {
+            _ = try ProxyConfiguration(url: url)
+            Issue.record("accepted \(url)")
+        } catch {
+            #expect(!error.message.contains(Self.secret), "\(error.message)")
+            #expect(error.message.contains("http://u:<redacted>@"), "\(error.message)")
+        }
     }
 
     // MARK: No password in any textual form

@@ -143,18 +143,18 @@ struct HTTPProxyServer: Sendable, Equatable {
     init(url: String) throws(SwitchboardError) {
         let text = url.contains("://") ? url : "http://" + url
         guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
-            throw .invalidArgument("not a proxy URL: \(Self.redacting(url))")
+            throw .invalidArgument("not a proxy URL: \(URLRedaction.redacting(text))")
         }
         guard scheme == "http" else {
             throw .invalidArgument("unsupported proxy scheme \(scheme)://: only http:// proxies are supported "
                 + "(for wss, TLS with the server still runs end to end inside the tunnel)")
         }
         guard let host = components.host, !host.isEmpty else {
-            throw .invalidArgument("proxy URL has no host: \(Self.redacting(url))")
+            throw .invalidArgument("proxy URL has no host: \(URLRedaction.redacting(text))")
         }
         guard components.path.isEmpty || components.path == "/", components.query == nil,
               components.fragment == nil else {
-            throw .invalidArgument("a proxy URL has no path or query: \(Self.redacting(url))")
+            throw .invalidArgument("a proxy URL has no path or query: \(URLRedaction.redacting(text))")
         }
         let port = components.port ?? 80
         guard (1...65535).contains(port) else { throw .invalidArgument("proxy port \(port) out of range") }
@@ -172,14 +172,6 @@ struct HTTPProxyServer: Sendable, Equatable {
 
     /// `host:port` for messages.
     var address: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
-
-    /// A URL with anything between `://` and `@` replaced, for error messages.
-    static func redacting(_ url: String) -> String {
-        guard let at = url.lastIndex(of: "@") else { return url }
-        let start = url.range(of: "://")?.upperBound ?? url.startIndex
-        guard start <= at else { return url }
-        return String(url[..<start]) + "<redacted>" + String(url[at...])
-    }
 }
 
 extension String {
