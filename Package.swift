@@ -17,6 +17,9 @@ let package = Package(
         .library(name: "SwitchboardCore", targets: ["SwitchboardCore"]),
         .library(name: "Switchboard", targets: ["Switchboard"]),
         .library(name: "SwitchboardChannel", targets: ["SwitchboardChannel"]),
+        // A Redis client (RESP2, pipelining, pub/sub) on Switchboard's event loops, and the
+        // Redis backplane that spreads a server's topics over several processes.
+        .library(name: "SwitchboardRedis", targets: ["SwitchboardRedis"]),
     ],
     traits: [
         .trait(name: "ServiceLifecycleSupport",
@@ -62,10 +65,13 @@ let package = Package(
         // The typed client of the /v1/ws agent channel (events, commands, withChannel).
         .target(name: "SwitchboardChannel",
                 dependencies: ["Switchboard", "SwitchboardCore", .product(name: "Logging", package: "swift-log")]),
+        // Redis: the RESP2 codec (pure, under RESP/, fuzzed), the client, and the topic backplane.
+        .target(name: "SwitchboardRedis",
+                dependencies: ["Switchboard", "SwitchboardCore", .product(name: "Logging", package: "swift-log")]),
         // Examples: products in their own right, each run by a test.
         .executableTarget(
             name: "echo-server",
-            dependencies: ["Switchboard", "SwitchboardCore",
+            dependencies: ["Switchboard", "SwitchboardCore", "SwitchboardRedis",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Examples/EchoServer"
         ),
@@ -87,7 +93,7 @@ let package = Package(
         .target(name: "ChatRoomCore", dependencies: ["Switchboard", "SwitchboardCore"], path: "Examples/ChatRoomCore"),
         .executableTarget(
             name: "chat-room",
-            dependencies: ["Switchboard", "SwitchboardCore", "ChatRoomCore", "ExampleSupport", "CSQLite",
+            dependencies: ["Switchboard", "SwitchboardCore", "ChatRoomCore", "ExampleSupport", "CSQLite", "SwitchboardRedis",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Examples/ChatRoom"
         ),
@@ -101,6 +107,8 @@ let package = Package(
         .target(name: "SwitchboardTestSupport", dependencies: ["Switchboard", "SwitchboardCore"],
                 path: "Tests/SwitchboardTestSupport"),
         .testTarget(name: "SwitchboardCoreTests", dependencies: ["SwitchboardCore"]),
+        .testTarget(name: "SwitchboardRedisTests",
+                    dependencies: ["SwitchboardRedis", "Switchboard", "SwitchboardCore", "SwitchboardTestSupport"]),
         .testTarget(name: "SwitchboardChannelTests", dependencies: ["SwitchboardChannel", "Switchboard", "SwitchboardCore"]),
         .testTarget(name: "AgentStreamTests",
                     dependencies: ["Switchboard", "SwitchboardCore", "SwitchboardChannel", "SwitchboardTestSupport"],

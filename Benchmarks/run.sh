@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Switchboard against its peers, side by side, in one run; prints two Markdown tables: servers,
-# then clients.
+# Switchboard against its peers, side by side, in one run; prints Markdown tables: servers (with
+# bytes on the wire, and fan-out across processes through Redis), then clients.
 #
-#   Benchmarks/run.sh              # everything: ~15 min on a fresh clone of a 2-core machine
+#   Benchmarks/run.sh              # everything: ~17 min on a fresh clone of a 2-core machine
 #   QUICK=1 Benchmarks/run.sh      # one short round, to check the set-up (~4 min once built)
 #
 # Builds in release: Switchboard's echo-server, and from this package the load generator,
@@ -33,6 +33,20 @@
 # streams exist), without compression and in each mode; hold-idle stays as it was (no message).
 # hold-idle-deflate-takeover-45s measures 45 s after that message instead: long enough for
 # echo-server's keepalive (20 s) to release an idle connection's dedicated compressor.
+#
+# Fan-out across processes through Redis (fanout-redis-16B-1000subs; after the server rounds, its
+# own table, for information only: not compared with uWebSockets, since 2 cores cannot pin the
+# four processes): 1,000 subscribers of echo-server's /broadcast and one publisher (loadgen
+# --mode fanout), for each Switchboard server style, in three set-ups: "1 process" (no Redis),
+# "1 process + Redis" (echo-server --redis: every publish also goes through Redis and comes back),
+# and "2 processes + Redis" (two echo-servers with the same --redis; loadgen --port2 puts every
+# other subscriber on the second, the publisher on the first). One redis-server (installed when
+# missing, started on a free port with --save "" --appendonly no, stopped at the end) on CPU 1
+# with loadgen; every echo-server on CPU 0 with one event loop, so the two processes share the
+# single process's core. Each set-up runs loadgen twice: --window 4 (the fanout-16B-1000subs
+# load: deliveries/s, and latency under that load) and --window 1 (one message in flight: the
+# fan-out latency without queueing). Latency: publish → delivery, p50 and p99 over every delivery
+# in the window (loadgen stamps each payload). The table adds the latency added over "1 process".
 #
 # Clients (after the server rounds; CLIENTS=0 skips them): "sb-client" is client-bench
 # (Switchboard's SocketAdapter: lines in, send(command:) out), "python-client" websockets 17
@@ -99,6 +113,7 @@ echo-binary-16B-1000c|--conns 1000 --size 16 --binary|round_trips_per_s|round tr
 echo-binary-64KiB-10c|--conns 10 --size 65536 --binary|mb_per_s|MB/s echoed
 echo-binary-1MiB-10c|--conns 10 --size 1048576 --binary|mb_per_s|MB/s echoed
 fanout-16B-1000subs|--mode fanout --conns 1000 --size 16 --path /broadcast --window 4|deliveries_per_s|deliveries/s
+fanout-redis-16B-1000subs|--mode fanout --conns 1000 --size 16 --path /broadcast|deliveries_per_s|deliveries/s and latency, 1 vs 2 processes through Redis (own table)
 tls-echo-text-16B-100c|--tls --conns 100 --size 16|round_trips_per_s|round trips/s
 hold-idle|--mode hold --conns $HOLD_CONNS --settle 3|kib_per_conn|KiB RSS per idle connection
 echo-json-1KiB-100c|--conns 100 --size 1024 --payload json|round_trips_per_s|round trips/s
@@ -124,6 +139,7 @@ CLIENT_SCENARIOS=${CLIENT_SCENARIOS:-$(echo "$CLIENT_ALL_SCENARIOS" | cut -d'|' 
 # Which servers take part in which scenario (the others show "—" in the table).
 supports() {  # server scenario
     case "$2" in
+        fanout-redis-*) return 1 ;;  # its own section and table, after the server rounds
         fanout-*) case "$1" in switchboard|switchboard-tasks|uws) return 0 ;; *) return 1 ;; esac ;;  # others: echo only
         tls-*) case "$1" in switchboard|switchboard-tasks|python) return 0 ;; *) return 1 ;; esac ;;  # NIO peers: no swift-nio-ssl; uws: built without TLS
         *-deflate-*) case "$1" in switchboard|switchboard-tasks|uws|python) return 0 ;; *) return 1 ;; esac ;;  # NIO peers: no permessage-deflate
@@ -144,6 +160,7 @@ deflate_variant() {  # scenario
 ensure_build_deps
 [ -f /usr/include/zlib.h ] || { say "installing zlib1g-dev (loadgen's permessage-deflate)"; apt_install zlib1g-dev; }
 ensure_python_websockets
+[[ " $SCENARIOS " == *" fanout-redis-"* ]] && ensure_redis
 command -v taskset >/dev/null 2>&1 || apt_install util-linux
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 if [ "$(ulimit -n)" -lt $((HOLD_CONNS + 100)) ]; then
@@ -185,6 +202,8 @@ results="$OUT/results.tsv"
 : > "$results"
 wire="$OUT/wire.tsv"   # server scenario round conns negotiated payload_sent wire_sent payload_recv wire_recv
 : > "$wire"
+redis_results="$OUT/redis.tsv"   # server setup round window deliveries_per_s lat_p50_us lat_p99_us lost
+: > "$redis_results"
 certdir="$OUT/tls"
 mkdir -p "$certdir"
 if [ ! -f "$certdir/key.pem" ]; then
@@ -262,7 +281,60 @@ stop_server() {
     wait "$server_pid" 2>/dev/null || true
     server_pid=""
 }
-trap stop_server EXIT
+
+# ---- fan-out through Redis: a redis-server and several echo-servers at once ----
+redis_pid=""
+redis_port=""
+start_redis() {
+    pick_port
+    redis_port=$picked_port
+    taskset -c 1 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \
+        >"$OUT/redis-server.log" 2>&1 &
+    redis_pid=$!
+    for _ in $(seq 1 100); do
+        [ "$(redis-cli -p "$redis_port" ping 2>/dev/null)" = PONG ] && return 0
+        kill -0 "$redis_pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    say "redis-server did not start:"; cat "$OUT/redis-server.log" >&2
+    exit 1
+}
+stop_redis() {
+    [ -n "$redis_pid" ] || return 0
+    kill -TERM "$redis_pid" 2>/dev/null || true
+    wait "$redis_pid" 2>/dev/null || true
+    redis_pid=""
+}
+node_pids=()
+node_ports=()
+start_node() {  # api (callbacks|tasks) [redis URL]
+    local log="$OUT/redis-node-$(( ${#node_pids[@]} + 1 )).log" redisargs=() port="" pid
+    [ -n "${2:-}" ] && redisargs=(--redis "$2")
+    taskset -c 0 "$sbbin/echo-server" --port 0 --loops 1 --api "$1" "${redisargs[@]}" >"$log" 2>&1 &
+    pid=$!
+    node_pids+=("$pid")
+    for _ in $(seq 1 200); do
+        port=$(sed -n 's/.*listening on ws:\/\/[^:]*:\([0-9]*\).*/\1/p' "$log" | head -1)
+        [ -n "$port" ] && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    [ -n "$port" ] || { say "echo-server --api $1 ${2:+--redis $2} did not start:"; cat "$log" >&2; exit 1; }
+    node_ports+=("$port")
+}
+stop_nodes() {
+    local pid
+    for pid in "${node_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${node_pids[@]}"; do
+        for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    node_pids=()
+    node_ports=()
+}
+cleanup() { stop_server; stop_nodes; stop_redis; }
+trap cleanup EXIT
 
 measure() {  # server scenario-line round
     local server=$1 line=$2 round=$3
@@ -367,6 +439,54 @@ for round in $(seq 1 "$RUNS"); do
         done
     done
 done
+
+# ---- fan-out across processes through Redis (its own table) ----
+measure_redis() {  # server setup round
+    local server=$1 setup=$2 round=$3 args w out f value fields ports=(--port "${node_ports[0]}")
+    [ "${#node_ports[@]}" -gt 1 ] && ports+=(--port2 "${node_ports[1]}")
+    args=$(scenario_line fanout-redis-16B-1000subs | cut -d'|' -f2)
+    for w in 4 1; do
+        # shellcheck disable=SC2086
+        out=$(taskset -c 1 "$bin/loadgen" "${ports[@]}" $args --window "$w" \
+            --duration "$DURATION" --warmup "$WARMUP" 2>&1) || true
+        fields=()
+        for f in deliveries_per_s lat_p50_us lat_p99_us lost; do
+            fields+=("$(echo "$out" | sed -n "s/^result .* $f=\([0-9.]*\).*/\1/p" | head -1)")
+        done
+        if [ -z "${fields[0]}" ] || [ -z "${fields[3]}" ] || echo "$out" | grep -q "errors=[1-9]\|failed=[1-9]"; then
+            say "$server $setup window $w round $round: FAILED: $(echo "$out" | tail -2 | tr '\n' ' ')"
+            fields=(failed failed failed failed)
+        fi
+        (IFS=$'\t'; echo "$server"$'\t'"$setup"$'\t'"$round"$'\t'"$w"$'\t'"${fields[*]}") >> "$redis_results"
+        printf '  %-17s %-20s window %s round %s: %s deliveries/s, p50 %s us, p99 %s us, lost %s %s\n' \
+            "$server" "$setup" "$w" "$round" "${fields[@]}" "$(echo "$out" | grep -o 'loadgen_cpu=[0-9]*%' || true)" >&2
+    done
+}
+
+redis_servers=$(echo "$SERVERS" | tr ' ' '\n' | grep -x 'switchboard\|switchboard-tasks' | xargs || true)
+if [[ " $SCENARIOS " == *" fanout-redis-16B-1000subs "* ]] && [ -n "$redis_servers" ]; then
+    start_redis
+    redis_url="redis://127.0.0.1:$redis_port"
+    say "fan-out through Redis: redis-server on port $redis_port"
+    for round in $(seq 1 "$RUNS"); do
+        say "fan-out through Redis: round $round of $RUNS"
+        for server in $redis_servers; do
+            api=callbacks
+            [ "$server" = switchboard-tasks ] && api=tasks
+            start_node "$api"
+            measure_redis "$server" "1 process" "$round"
+            stop_nodes
+            start_node "$api" "$redis_url"
+            measure_redis "$server" "1 process + Redis" "$round"
+            stop_nodes
+            start_node "$api" "$redis_url"
+            start_node "$api" "$redis_url"
+            measure_redis "$server" "2 processes + Redis" "$round"
+            stop_nodes
+        done
+    done
+    stop_redis
+fi
 
 # ---- clients: Switchboard's client against Python websockets and Node ws ----
 if [ "$CLIENTS" != 0 ] && [ -n "$CLIENT_LIST" ]; then

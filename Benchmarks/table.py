@@ -12,6 +12,12 @@ When RESULTS' folder holds a non-empty wire.tsv (run.sh writes it for the JSON a
 scenarios: server, scenario, round, conns, negotiated, payload_sent, wire_sent, payload_recv,
 wire_recv), a third table gives the bytes on the wire saved: 1 - frame bytes / message bytes,
 summed over the rounds, per direction and both together.
+
+When RESULTS' folder holds a non-empty redis.tsv (run.sh's fanout-redis-16B-1000subs: server,
+set-up, round, window, deliveries_per_s, lat_p50_us, lat_p99_us, lost), a table gives the fan-out
+to 1,000 subscribers on one process and on two processes through Redis: deliveries per second
+(window 4), latency p50 / p99 at window 4 and at window 1, and what the Redis set-ups add to the
+"1 process" latency (medians over the rounds). For information only: no ratio to uWebSockets.
 """
 import os
 import statistics
@@ -98,9 +104,15 @@ if "switchboard-tasks" in servers and "nio" in servers:
     server_ratios.append(("SB tasks / raw SwiftNIO", "switchboard-tasks", "nio"))
 
 server_rows_present = any((s, n[0]) in values or (s, n[0]) in failures for s in servers for n in scenarios)
+redis_path = os.path.join(os.path.dirname(os.path.abspath(results_path)), "redis.tsv")
+redis_rows = []
+if os.path.exists(redis_path):
+    with open(redis_path) as f:
+        redis_rows = [row.rstrip("\n").split("\t") for row in f if row.strip()]
+        redis_rows = [r for r in redis_rows if len(r) == 8]
 if clients and server_rows_present:
     print("### Servers\n")
-if server_rows_present or not clients:
+if server_rows_present or not (clients or redis_rows):
     table(servers, scenarios, server_ratios)
     if server_ratios:
         hold_names = "hold-idle" if not any(n[0].startswith("hold-idle-") and any((s, n[0]) in values for s in servers)
@@ -149,6 +161,66 @@ if wire and server_rows_present:
           "what crossed the socket after compression (headers and mask keys included, the HTTP upgrade "
           "excluded); the uncompressed rows are slightly negative (frame headers). hold-* rows: the one "
           "message per connection.")
+
+# ---- fan-out across processes through Redis ----
+if redis_rows:
+    redis = {}      # (server, setup, window) -> {"dps": [...], "p50": [...], "p99": [...], "lost": [...]}
+    redis_failed = {}
+    order = []
+    for server, setup, _round, window, dps, p50, p99, lost in redis_rows:
+        if (server, setup) not in order:
+            order.append((server, setup))
+        key = (server, setup, window)
+        if dps == "failed":
+            redis_failed[key] = redis_failed.get(key, 0) + 1
+            continue
+        acc = redis.setdefault(key, {"dps": [], "p50": [], "p99": [], "lost": []})
+        for k, v in (("dps", dps), ("p50", p50), ("p99", p99), ("lost", lost)):
+            acc[k].append(float(v))
+
+    def med(server, setup, window, k):
+        acc = redis.get((server, setup, window))
+        return statistics.median(acc[k]) if acc else None
+
+    def ms(us):
+        return "—" if us is None else f"{us / 1000:.2f}"
+
+    def lat(server, setup, window):
+        p50, p99 = med(server, setup, window, "p50"), med(server, setup, window, "p99")
+        if p50 is None:
+            return "failed" if redis_failed.get((server, setup, window)) else "—"
+        return f"{ms(p50)} / {ms(p99)}"
+
+    def added(server, setup, window):
+        if setup == "1 process":
+            return "—"
+        a50, a99 = med(server, setup, window, "p50"), med(server, setup, window, "p99")
+        b50, b99 = med(server, "1 process", window, "p50"), med(server, "1 process", window, "p99")
+        if None in (a50, a99, b50, b99):
+            return "—"
+        return f"{(a50 - b50) / 1000:+.2f} / {(a99 - b99) / 1000:+.2f}"
+
+    print(("\n" if server_rows_present else "") + "### Fan-out across processes through Redis (information only)\n")
+    print("| server | set-up | deliveries/s (window 4) | p50 / p99 ms, window 4 | added | "
+          "p50 / p99 ms, window 1 | added | lost |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for server, setup in order:
+        vs = redis.get((server, setup, "4"), {}).get("dps")
+        if vs:
+            dps = f"{fmt(statistics.median(vs))} ({fmt(min(vs))}–{fmt(max(vs))})" if len(vs) > 1 else fmt(vs[0])
+        else:
+            dps = "failed" if redis_failed.get((server, setup, "4")) else "—"
+        lost = sum(sum(redis.get((server, setup, w), {}).get("lost", [])) for w in ("4", "1"))
+        print(f"| {names.get(server, server)} | {setup} | {dps} | {lat(server, setup, '4')} | {added(server, setup, '4')} | "
+              f"{lat(server, setup, '1')} | {added(server, setup, '1')} | {lost:.0f} |")
+    print("\n1,000 subscribers of /broadcast and one publisher (16-byte messages); \"2 processes + Redis\": two "
+          "echo-servers sharing one redis-server, every other subscriber on the second, the publisher on the "
+          "first. Every echo-server on CPU 0 (the two processes share that core), redis-server and loadgen on "
+          "CPU 1. Latency: publish → delivery over every delivery in the window, medians of the rounds' "
+          "percentiles; window 4 is the deliveries/s load (4 messages in flight behind the slowest "
+          "subscriber), window 1 one message at a time. Added: minus the \"1 process\" figure. Lost: "
+          "messages a subscriber skipped in the measured windows (all rounds). For information only: not "
+          "compared with uWebSockets (2 cores cannot pin four processes).")
 
 # ---- clients ----
 if clients:

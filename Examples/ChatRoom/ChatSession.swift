@@ -8,19 +8,17 @@ import ChatRoomCore
 struct ChatSession {
     let connection: WebSocketConnection
     let server: WebSocketServer
-    let directory: RoomDirectory
-    let store: HistoryStore
+    let backend: any ChatBackend
     /// Rooms this connection has joined → its user name there.
     private var joined: [String: String] = [:]
     private var limiter: RateLimiter
 
-    init(connection: WebSocketConnection, server: WebSocketServer, directory: RoomDirectory, store: HistoryStore,
+    init(connection: WebSocketConnection, server: WebSocketServer, backend: any ChatBackend,
          limiter: RateLimiter = RateLimiter()) {
         self.limiter = limiter
         self.connection = connection
         self.server = server
-        self.directory = directory
-        self.store = store
+        self.backend = backend
     }
 
     /// Serves the connection until it closes. Throws when a reply cannot be sent (the connection
@@ -49,7 +47,7 @@ struct ChatSession {
     /// Connection gone: tell each room.
     private mutating func leaveEveryRoom() async {
         for (room, user) in joined {
-            await directory.leave(room: room, user: user, connection: connection)
+            await backend.leave(room: room, user: user, connection: connection)
             await publish(ServerEvent(type: "leave", id: EventStamp.nextID(), ts: EventStamp.nowMillis(), room: room, user: user),
                           to: room)
         }
@@ -60,7 +58,7 @@ struct ChatSession {
         switch command {
         case .join(let room, let user):
             if joined[room] != nil { return try await reply(.error(.alreadyJoined(room))) }
-            switch await directory.join(room: room, user: user, connection: connection) {
+            switch await backend.join(room: room, user: user, connection: connection) {
             case .failure(let e):
                 try await reply(.error(e))
             case .success(let users):
@@ -69,7 +67,7 @@ struct ChatSession {
                               to: room)
                 try await reply(ServerEvent(type: "presence", room: room, users: users))
                 do {
-                    let history = try await store.recent(room: room)
+                    let history = try await backend.recent(room: room)
                     try await reply(ServerEvent(type: "history", room: room, messages: history))
                 } catch {
                     try await reply(.error(.internalError))
@@ -78,9 +76,7 @@ struct ChatSession {
         case .message(let room, let text):
             guard let user = joined[room] else { return try await reply(.error(.notJoined(room))) }
             do {
-                // Persist first: a broadcast message is never lost by a crash or restart.
-                let stored = try await store.append(room: room, user: user, text: text, ts: EventStamp.nowMillis())
-                await publish(.message(stored), to: room)
+                _ = try await backend.post(room: room, user: user, text: text)
             } catch {
                 try await reply(.error(.internalError))
             }
@@ -93,7 +89,7 @@ struct ChatSession {
             // Published before unsubscribing, so the leaver gets it too (as an acknowledgement).
             await publish(ServerEvent(type: "leave", id: EventStamp.nextID(), ts: EventStamp.nowMillis(), room: room, user: user),
                           to: room)
-            await directory.leave(room: room, user: user, connection: connection)
+            await backend.leave(room: room, user: user, connection: connection)
             joined[room] = nil
         }
     }

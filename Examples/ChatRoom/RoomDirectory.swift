@@ -35,6 +35,11 @@ actor RoomDirectory {
         server.unsubscribe(connection, from: Self.topic(room))
     }
 
+    /// Every member on this server: (room, user name).
+    func members() -> [(room: String, user: String)] {
+        rooms.flatMap { room, members in members.values.map { (room, $0.name) } }
+    }
+
     func users(in room: String) -> [String] {
         (order[room] ?? []).compactMap { rooms[room]?[$0]?.name }
     }

@@ -5,6 +5,7 @@ import Switchboard
 import SwitchboardCore
 import ChatRoomCore
 import ExampleSupport
+import SwitchboardRedis
 
 /// `chat-room serve`: the chat server.
 struct Serve: AsyncParsableCommand {
@@ -12,7 +13,13 @@ struct Serve: AsyncParsableCommand {
 
     @Option(help: "Address to bind.") var host = "127.0.0.1"
     @Option(help: "Port to listen on (0 = ephemeral; the bound port is printed).") var port = 8080
-    @Option(help: "SQLite database file for history (':memory:' keeps it in memory).") var db = "chat-room.sqlite"
+    @Option(help: "SQLite database file for history (':memory:' keeps it in memory). Default: chat-room.sqlite. Not with --redis.")
+    var db: String?
+    @Option(help: "Share rooms (events, presence, history) with every chat-room given the same Redis: redis://[user:password@]host[:port][/db] or rediss://.")
+    var redis: String?
+    @Option(help: "Prefix of every Redis key and channel (with --redis).") var redisPrefix = "switchboard:"
+    @Option(help: "Seconds after which a dead server's users leave the rooms (with --redis: its heartbeat's TTL).")
+    var presenceTtl: Int = 15
     @Option(help: "Require this bearer token (Authorization header or ?token=). Default: $CHAT_TOKEN.") var token: String?
     @Option(help: "PEM certificate chain file (enables https/wss).") var tlsCert: String?
     @Option(help: "PEM private key file.") var tlsKey: String?
@@ -25,6 +32,13 @@ struct Serve: AsyncParsableCommand {
         if !(0...65535).contains(port) { throw ValidationError("--port must be 0...65535") }
         if !(rate > 0 && rate.isFinite) { throw ValidationError("--rate must be a positive number") }
         if !(burst >= 1 && burst.isFinite) { throw ValidationError("--burst must be at least 1") }
+        if redis != nil && db != nil {
+            throw ValidationError("--redis and --db exclude each other: with --redis, history is kept in Redis")
+        }
+        if !(1...86_400).contains(presenceTtl) { throw ValidationError("--presence-ttl must be 1...86400 seconds") }
+        if let redis {
+            do { _ = try RedisURL(redis) } catch { throw ValidationError("--redis: \(error)") }
+        }
     }
 
     func run() async throws {
@@ -38,12 +52,36 @@ struct Serve: AsyncParsableCommand {
         var logger = Logger(label: "chat-room")
         logger.logLevel = .warning
 
-        let store: HistoryStore
-        do { store = try HistoryStore(path: db) } catch {
-            throw ValidationError("\(error)")
+        var redisSetup: (url: RedisURL, backplane: RedisTopicBackplane)?
+        if let redis {
+            let url = try RedisURL(redis)
+            var redisLogger = Logger(label: "chat-room.redis")
+            redisLogger.logLevel = .warning
+            let backplane = try RedisTopicBackplane(url: url, prefix: redisPrefix, logger: redisLogger)
+            config.backplane = backplane
+            redisSetup = (url, backplane)
         }
         let server = WebSocketServer(configuration: config, logger: logger)
         let directory = RoomDirectory(server: server)
+        let backend: any ChatBackend
+        if let redisSetup {
+            var redisLogger = Logger(label: "chat-room.redis")
+            redisLogger.logLevel = .warning
+            let shared = try RedisChatBackend(server: server, directory: directory, url: redisSetup.url,
+                                              backplane: redisSetup.backplane, prefix: redisPrefix,
+                                              presenceTTL: .seconds(presenceTtl), logger: redisLogger)
+            shared.start()
+            backend = shared
+        } else {
+            do {
+                backend = LocalChatBackend(server: server, directory: directory,
+                                           store: try HistoryStore(path: db ?? "chat-room.sqlite"))
+            } catch {
+                throw ValidationError("\(error)")
+            }
+        }
+        let backplane = redisSetup?.backplane
+        let redisBackend = backend as? RedisChatBackend
 
         server.onHTTPRequest { head in
             switch (head.method, head.path) {
@@ -52,7 +90,12 @@ struct Serve: AsyncParsableCommand {
                                     headers: ["Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"],
                                     body: Array(WebPage.html.utf8))
             case ("GET", "/healthz"):
-                return .json(status: 200, #"{"status":"ok"}"#)
+                guard let backplane else { return .json(status: 200, #"{"status":"ok"}"#) }
+                // With --redis: 503 while Redis is not there (both connections up, every room
+                // re-subscribed, this node's users written again after a reconnection).
+                return backplane.isConnected && redisBackend?.presenceSynced != false
+                    ? .json(status: 200, #"{"status":"ok","redis":"connected"}"#)
+                    : .json(status: 503, #"{"status":"degraded","redis":"disconnected"}"#)
             case (_, "/"):
                 return .error(status: 405, message: "method not allowed", type: .invalidRequest, code: "method_not_allowed")
             default:
@@ -71,7 +114,7 @@ struct Serve: AsyncParsableCommand {
             authenticate = nil
         }
         server.route("/v1/ws", authenticate: authenticate) { connection in
-            var session = ChatSession(connection: connection, server: server, directory: directory, store: store,
+            var session = ChatSession(connection: connection, server: server, backend: backend,
                                       limiter: RateLimiter(ratePerSecond: rate, burst: burst))
             try await session.run()
         }
@@ -90,10 +133,10 @@ struct Serve: AsyncParsableCommand {
             // them (at most `shutdownTimeout`), then return.
             try await runUntilSignal(server, logger: logger)
         } catch {
-            await store.close()
+            await backend.close()
             throw error
         }
         FileHandle.standardOutput.write(Data("chat-room stopped\n".utf8))
-        await store.close()
+        await backend.close()
     }
 }

@@ -47,6 +47,8 @@ package struct ChatError: Error, Equatable, Sendable {
     package static func rateLimited(retryAfter: Double) -> Self {
         .init(message: "rate limit exceeded", type: "rate_limit_error", code: "rate_limited", retryAfter: retryAfter)
     }
+    package static let unavailable = Self(message: "the chat's shared storage (Redis) is unreachable; try again shortly",
+                                          type: "api_error", code: "unavailable")
     package static let internalError = Self(message: "internal server error", type: "internal_server_error", code: "internal")
 }
 

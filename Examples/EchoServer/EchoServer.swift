@@ -3,10 +3,12 @@ import Foundation
 import Logging
 import Switchboard
 import SwitchboardCore
+import SwitchboardRedis
 
 /// Echoes every text and binary message unchanged, on every path but `/broadcast`, which relays
 /// each message to every other `/broadcast` client. The testee for Autobahn server runs and for
-/// benchmarks (`Benchmarks/run.sh`).
+/// benchmarks (`Benchmarks/run.sh`). With `--redis URL`, `/broadcast` spans every echo-server
+/// given the same Redis (a `RedisTopicBackplane`): the two-node fan-out benchmark.
 @main
 struct EchoServer: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -23,6 +25,9 @@ struct EchoServer: AsyncParsableCommand {
     @Option(help: "Largest message accepted, in bytes.") var maxMessageSize = 16 << 20
     @Option(help: "Event loops (default: one per core).") var loops: Int?
     @Option(help: "Seconds between keepalive pings (default 20; 0 turns keepalive off).") var pingInterval: Double?
+    @Option(help: "Relay /broadcast through this Redis to every echo-server given the same one: redis://[user:password@]host[:port][/db] or rediss://.")
+    var redis: String?
+    @Option(help: "Prefix of the Redis channels (with --redis).") var redisPrefix = "switchboard:"
     @Option(help: "Handler style: 'tasks' (a task per connection iterating messages()) or 'callbacks' (WebSocketCallbacks, no task per connection).")
     var api: API = .tasks
 
@@ -43,6 +48,9 @@ struct EchoServer: AsyncParsableCommand {
         if maxMessageSize < 1 { throw ValidationError("--max-message-size must be positive") }
         if let pingInterval, !(0...86_400).contains(pingInterval) { throw ValidationError("--ping-interval must be 0…86400 seconds") }
         if noDeflate && contextTakeover { throw ValidationError("--context-takeover needs compression: drop --no-deflate") }
+        if let redis {
+            do { _ = try RedisURL(redis) } catch { throw ValidationError("--redis: \(error)") }
+        }
     }
 
     func run() async throws {
@@ -66,17 +74,28 @@ struct EchoServer: AsyncParsableCommand {
         }
         var logger = Logger(label: "echo-server")
         logger.logLevel = .warning
+        if let redis {
+            var redisLogger = Logger(label: "echo-server.redis")
+            redisLogger.logLevel = .warning
+            config.backplane = try RedisTopicBackplane(url: RedisURL(redis), prefix: redisPrefix, logger: redisLogger)
+        }
         let server = WebSocketServer(configuration: config, logger: logger)
-        // Fan-out benchmark: every message on /broadcast goes to every other /broadcast client.
+        // Fan-out benchmark: every message on /broadcast goes to every other /broadcast client
+        // (with --redis, on every echo-server sharing the Redis).
         switch api {
         case .tasks:
             server.route("/broadcast") { [server] connection in
                 server.subscribe(connection, to: "broadcast")
+                // With --redis: until Redis confirmed the topic's subscription (true at once
+                // without a backplane; false while Redis is unreachable, and we relay anyway).
+                _ = await server.waitUntilReceivingFromOtherProcesses("broadcast")
                 for await message in connection.messages() {
                     await server.publish(message, to: "broadcast", excluding: connection)
                 }
             }
         case .callbacks:
+            // No task to wait in: the backplane subscribes in the background on the first
+            // subscriber, and messages from other processes flow once Redis confirmed it.
             server.route("/broadcast", callbacks: WebSocketCallbacks(onOpen: { [server] connection in
                 server.subscribe(connection, to: "broadcast")
             }, onMessage: { [server] connection, message in

@@ -72,7 +72,7 @@ public struct SwitchboardError: Error, Sendable, Equatable, CustomStringConverti
     /// `errno` for `.connect` and `.io`.
     public let errno: Int32?
 
-    init(kind: Kind, message: String, httpStatus: Int? = nil, httpBody: String? = nil,
+    package init(kind: Kind, message: String, httpStatus: Int? = nil, httpBody: String? = nil,
          closeCode: WebSocketCloseCode? = nil, errno: Int32? = nil) {
         self.kind = kind
         self.message = message

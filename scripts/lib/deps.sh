@@ -82,6 +82,16 @@ ensure_python_proxy() {
         || python3 -m pip install -q --disable-pip-version-check --user --break-system-packages "proxy.py>=2.4"
 }
 
+# A real Redis server (Debian's redis-server, which brings redis-cli from redis-tools): the peer
+# of the Redis client and backplane tests, which start their own servers on ephemeral ports.
+# Only the binaries matter: no system service is started or enabled here.
+ensure_redis() {
+    if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+        say "installing redis-server"
+        apt_install redis-server
+    fi
+}
+
 # Headless Chromium, its WebDriver and Python selenium: the real browser of the chat-room test.
 ensure_browser() {
     local missing=()

@@ -5,7 +5,17 @@
 //           Prints round trips per second and echoed payload MB/s over the measured window.
 //   fanout  1 publisher and N subscribers on the same path (a server that relays every message
 //           to the path's other connections). The publisher keeps at most --window messages
-//           ahead of the slowest subscriber. Prints deliveries per second.
+//           ahead of the slowest subscriber. Prints deliveries per second, and the latency from
+//           publish to delivery (p50, p99, max in microseconds): each published payload starts
+//           with a stamp of 16 hex digits, the message's sequence number (6) and the time it was
+//           sent (10, microseconds since loadgen started); a subscriber reads it on arrival (the
+//           time of the read() that completed the message). Flow control follows the highest
+//           sequence number each subscriber saw, so a lost message does not stall the run; gaps
+//           in the measured window are counted (lost=N). Before measuring, the publisher sends a
+//           probe every 20 ms until every subscriber received one (a server relaying through a
+//           backplane may take a moment to subscribe). --port2 P puts every other subscriber on
+//           port P (a second server sharing the topic through Redis); the publisher stays on
+//           --port. Needs --size 16 or more, fill payload.
 //   hold    opens N connections, upgrades them, leaves them idle, then reads the server's
 //           VmRSS from /proc/PID/status and prints KiB per connection.
 //
@@ -86,6 +96,9 @@ typedef struct conn {
     int ctrl_len;
     int awaiting;            // echo: a round trip is in flight; hold: the one message's echo
     uint64_t received;       // messages fully received
+    uint64_t last_seq;       // fanout: highest sequence number received
+    uint8_t stamp[16];       // fanout: the first bytes of the message being received
+    int stamp_len;
     // Pool messages (--payload json) and permessage-deflate; unused on the plain fast path.
     int msgs;                // sends pool messages (json, or deflate negotiated)
     int verify;              // compares every echo with what was sent
@@ -121,7 +134,8 @@ static struct {
     int json;
     int deflate;             // DEFLATE_OFF, DEFLATE_SHARED, DEFLATE_TAKEOVER
     int level;
-} opt = {"127.0.0.1", 9001, "/", MODE_ECHO, 100, 16, 0, 5, 1, 0, 0, 8, 200, 3, 0, 0, 6};
+    int port2;               // fanout: every other subscriber connects here (0: none)
+} opt = {"127.0.0.1", 9001, "/", MODE_ECHO, 100, 16, 0, 5, 1, 0, 0, 8, 200, 3, 0, 0, 6, 0};
 
 enum { DEFLATE_OFF, DEFLATE_SHARED, DEFLATE_TAKEOVER };
 
@@ -134,7 +148,14 @@ static char request[512];
 static size_t request_len;
 static int measuring, done;
 static uint64_t measured_msgs, errors, opened, failed;
-static uint64_t published;   // fanout: messages the publisher has sent
+static uint64_t published;   // fanout: messages the publisher has sent (= the last sequence number)
+static uint64_t lost;        // fanout: sequence numbers a subscriber skipped, in the measured window
+static double t_base;        // loadgen's start: stamps count microseconds from here
+static uint64_t t_read_us;   // when the last read() returned, in microseconds since t_base
+static int primed;           // fanout: every subscriber received a message
+#define LAT_MAX_US 2000000   // latency histogram: 1 us buckets up to 2 s (later ones land in the last)
+static uint32_t lat_hist[LAT_MAX_US + 1];
+static uint64_t lat_count, lat_max;
 static uint64_t wire_sent, wire_recv, payload_sent, payload_recv;  // in the measured window
 static uint64_t negotiated, declined, mismatches;
 static int hold_pending;     // hold: connections awaiting their one message's echo
@@ -411,7 +432,8 @@ static void kill_conn(conn *c, const char *why) {
 }
 
 static void open_conn(conn *c) {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)opt.port)};
+    int port = opt.port2 && !c->publisher && c->index % 2 == 1 ? opt.port2 : opt.port;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     if (inet_pton(AF_INET, opt.host, &sa.sin_addr) != 1) die("--host must be an IPv4 address");
     c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->fd < 0) die("socket() failed (raise ulimit -n?)");
@@ -549,23 +571,89 @@ static uint64_t verify_message(conn *c) {
 }
 
 static conn *publisher;
-static uint64_t min_received(void) {
+// The lowest "highest sequence number received" over the open subscribers.
+static uint64_t min_seq(void) {
     uint64_t m = UINT64_MAX;
     for (int i = 0; i < opt.conns; i++)
-        if (!conns[i].publisher && conns[i].state == ST_OPEN && conns[i].received < m) m = conns[i].received;
+        if (!conns[i].publisher && conns[i].state == ST_OPEN && conns[i].last_seq < m) m = conns[i].last_seq;
     return m;
 }
 
 static int all_open(void) { return (uint64_t)opt.conns == opened + failed; }
 
+static uint64_t now_us(void) { return (uint64_t)((now() - t_base) * 1e6); }
+
+// Writes the stamp (sequence number, send time) into the shared frame's payload, masked.
+static void stamp_frame(uint64_t seq, uint64_t t_us) {
+    char text[17];
+    snprintf(text, sizeof text, "%06llx%010llx", (unsigned long long)(seq & 0xffffff),
+             (unsigned long long)(t_us & 0xffffffffffULL));
+    uint8_t *payload = frame + frame_len - opt.size;
+    for (int i = 0; i < 16; i++) payload[i] = (uint8_t)text[i] ^ mask_key[i % 4];
+}
+
 static void publish_if_window(void) {
     if (!publisher || publisher->state != ST_OPEN || publisher->out || !all_open()) return;
     static uint64_t slowest;
-    if (published - slowest >= (uint64_t)opt.window) slowest = min_received();
-    if (published - slowest >= (uint64_t)opt.window) return;
+    static double last_probe;
+    if (!primed) {
+        // Probing: one message every 20 ms until every subscriber has received one.
+        if (published > 0 && min_seq() > 0) { primed = 1; slowest = min_seq(); }
+        else {
+            double t = now();
+            if (t - last_probe < 0.02) return;
+            last_probe = t;
+        }
+    }
+    if (primed) {
+        if (published - slowest >= (uint64_t)opt.window) slowest = min_seq();
+        if (published - slowest >= (uint64_t)opt.window) return;
+    }
     published++;
+    stamp_frame(published, now_us());
     send_frame(publisher);
     flush_out(publisher);
+}
+
+static uint64_t hex_value(const uint8_t *p, int n, int *ok) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) {
+        int d = p[i] >= '0' && p[i] <= '9' ? p[i] - '0' : p[i] >= 'a' && p[i] <= 'f' ? p[i] - 'a' + 10 : -1;
+        if (d < 0) { *ok = 0; return 0; }
+        v = v << 4 | (uint64_t)d;
+    }
+    return v;
+}
+
+// A subscriber received a whole message: its sequence number, gaps, latency.
+static void fanout_delivered(conn *c) {
+    int ok = c->stamp_len == 16;
+    uint64_t seq24 = hex_value(c->stamp, 6, &ok), sent = hex_value(c->stamp + 6, 10, &ok);
+    if (!ok) { if (errors++ < 5) fprintf(stderr, "loadgen: connection %d: a message without a stamp\n", c->index); return; }
+    // The full sequence number: the latest one published with these low 24 bits.
+    uint64_t seq = (published & ~0xffffffULL) | seq24;
+    if (seq > published) seq -= 0x1000000ULL;
+    if (seq <= c->last_seq) return;  // not newer (a duplicate): nothing to learn
+    if (measuring) {
+        if (c->last_seq > 0) lost += seq - c->last_seq - 1;
+        uint64_t t = t_read_us & 0xffffffffffULL;
+        uint64_t lat = (t - sent) & 0xffffffffffULL;
+        if (lat > lat_max) lat_max = lat;
+        lat_hist[lat > LAT_MAX_US ? LAT_MAX_US : lat]++;
+        lat_count++;
+    }
+    c->last_seq = seq;
+}
+
+static uint64_t lat_percentile(double q) {
+    if (!lat_count) return 0;
+    uint64_t want = (uint64_t)(q * (double)lat_count + 0.5), seen = 0;
+    if (want < 1) want = 1;
+    for (uint64_t v = 0; v <= LAT_MAX_US; v++) {
+        seen += lat_hist[v];
+        if (seen >= want) return v;
+    }
+    return LAT_MAX_US;
 }
 
 static void message_done(conn *c) {
@@ -584,6 +672,7 @@ static void message_done(conn *c) {
         if (!done) { send_frame(c); c->awaiting = 1; }
     } else if (opt.mode == MODE_FANOUT) {
         if (measuring) measured_msgs++;
+        if (!c->publisher) fanout_delivered(c);
     }
 }
 
@@ -631,6 +720,7 @@ static void consume(conn *c, const uint8_t *p, size_t n) {
             if (rsv1 && (!c->dfl || op == 0 || op >= 0x8)) { kill_conn(c, "unexpected RSV1"); return; }
             if (op >= 0x1 && op <= 0x7) {  // a new data message
                 c->msg_rsv1 = rsv1; c->msg_wire = 0; c->msg_plen = 0; c->cmp_off = 0; c->cmp_bad = 0; c->ibuf_len = 0;
+                c->stamp_len = 0;
             }
             if (op < 0x8) { c->msg_wire += (uint64_t)c->hdr_need + len; c->msg_plen += len; }
             if (op != 0) c->opcode = op; else if (c->opcode >= 0x8) c->opcode = 0x2;
@@ -646,6 +736,11 @@ static void consume(conn *c, const uint8_t *p, size_t n) {
         size_t take = (size_t)(c->payload_left < (uint64_t)(end - p) ? c->payload_left : (uint64_t)(end - p));
         if (c->opcode >= 0x8) { memcpy(c->ctrl + c->ctrl_len, p, take); c->ctrl_len += (int)take; }
         else if (c->verify) { data_bytes(c, p, take); if (c->state != ST_OPEN) return; }
+        else if (opt.mode == MODE_FANOUT && c->stamp_len < 16) {
+            size_t k = take < (size_t)(16 - c->stamp_len) ? take : (size_t)(16 - c->stamp_len);
+            memcpy(c->stamp + c->stamp_len, p, k);
+            c->stamp_len += (int)k;
+        }
         p += take;
         c->payload_left -= take;
         if (c->payload_left == 0) { c->hdr_need = 2; c->hdr_len = 0; frame_done(c); }
@@ -738,6 +833,7 @@ static void on_event(conn *c, uint32_t events) {
         for (int rounds = 0; rounds < 16 && c->state != ST_DEAD; rounds++) {
             ssize_t n = io_read(c, rbuf, sizeof rbuf);
             if (n == -1) break;
+            if (opt.mode == MODE_FANOUT) t_read_us = now_us();
             if (n <= 0) { kill_conn(c, n == 0 ? "server closed the connection" : "read failed"); return; }
             const uint8_t *p = rbuf;
             size_t len = (size_t)n;
@@ -771,7 +867,7 @@ static void usage(void) {
     fprintf(stderr,
         "usage: loadgen [--host 127.0.0.1] [--port 9001] [--path /] [--mode echo|fanout|hold]\n"
         "               [--conns N] [--size BYTES] [--binary] [--duration S] [--warmup S]\n"
-        "               [--tls] [--pid SERVER_PID] [--window N] [--settle S]\n"
+        "               [--tls] [--pid SERVER_PID] [--window N] [--settle S] [--port2 P]\n"
         "               [--payload fill|json] [--deflate off|shared|takeover] [--level 1-9]\n");
     exit(2);
 }
@@ -799,12 +895,16 @@ int main(int argc, char **argv) {
         else if (ARG("--deflate")) opt.deflate = strcmp(v, "off") == 0 ? DEFLATE_OFF : strcmp(v, "shared") == 0 ? DEFLATE_SHARED
                                             : strcmp(v, "takeover") == 0 ? DEFLATE_TAKEOVER : (usage(), 0);
         else if (ARG("--level")) opt.level = atoi(v);
+        else if (ARG("--port2")) opt.port2 = atoi(v);
         else usage();
 #undef ARG
     }
     if (opt.conns < 1 || opt.window < 1) usage();
     if (opt.mode == MODE_HOLD && opt.pid <= 0) die("--mode hold needs --pid");
     if (opt.deflate && opt.mode == MODE_FANOUT) die("--deflate: echo and hold modes only");
+    if (opt.json && opt.mode == MODE_FANOUT) die("--payload json: echo and hold modes only");
+    if (opt.mode == MODE_FANOUT && opt.size < 16) die("--mode fanout needs --size 16 or more (the payload carries a stamp)");
+    if (opt.port2 && opt.mode != MODE_FANOUT) die("--port2: fanout mode only");
     if (opt.json && opt.size < 64) die("--payload json needs --size 64 or more");
     if (opt.level < 1 || opt.level > 9) usage();
     signal(SIGPIPE, SIG_IGN);
@@ -828,6 +928,7 @@ int main(int argc, char **argv) {
     if (ep < 0) die("epoll_create1");
 
     long rss_before = opt.mode == MODE_HOLD ? rss_kib(opt.pid) : 0;
+    t_base = now();
     double t0 = now(), t_open = 0, t_measure = 0, t_end = 0, cpu_start = 0, settle_until = 0;
     int real_total = opt.conns;
     opt.conns = total;  // open the publisher too
@@ -839,14 +940,15 @@ int main(int argc, char **argv) {
         for (int i = 0; i < n; i++) on_event(evs[i].data.ptr, evs[i].events);
         if (opt.mode == MODE_FANOUT) publish_if_window();
         double t = now();
-        if (!t_open && all_open() && hold_pending == 0) {
+        if (!t_open && all_open() && hold_pending == 0 && (opt.mode != MODE_FANOUT || primed || opened == 0)) {
             t_open = t;
             if (opened == 0) die("no connection could be opened");
             t_measure = t + opt.warmup;
             t_end = t_measure + opt.duration;
             settle_until = t + opt.settle;
         }
-        if (!t_open && t - t0 > 120) die("connections did not open within 120 s");
+        if (!t_open && t - t0 > 120)
+            die(all_open() ? "subscribers did not all receive a probe within 120 s" : "connections did not open within 120 s");
         if (t_open && opt.mode != MODE_HOLD) {
             if (!measuring && t >= t_measure && t < t_end) { measuring = 1; cpu_start = cpu_seconds(); }
             if (t >= t_end) done = 1;
@@ -876,11 +978,16 @@ int main(int argc, char **argv) {
         return (failed || errors || mismatches) ? 1 : 0;
     }
     double per_s = (double)measured_msgs / opt.duration;
-    printf("result mode=%s conns=%d size=%zu %s=%.0f mb_per_s=%.1f errors=%llu failed=%llu loadgen_cpu=%.0f%% %s\n",
+    char latency[256] = "";
+    if (opt.mode == MODE_FANOUT)
+        snprintf(latency, sizeof latency, " lat_p50_us=%llu lat_p99_us=%llu lat_max_us=%llu lat_samples=%llu lost=%llu",
+                 (unsigned long long)lat_percentile(0.50), (unsigned long long)lat_percentile(0.99),
+                 (unsigned long long)lat_max, (unsigned long long)lat_count, (unsigned long long)lost);
+    printf("result mode=%s conns=%d size=%zu %s=%.0f mb_per_s=%.1f errors=%llu failed=%llu loadgen_cpu=%.0f%% %s%s\n",
            opt.mode == MODE_ECHO ? "echo" : "fanout", real_total, opt.size,
            opt.mode == MODE_ECHO ? "round_trips_per_s" : "deliveries_per_s", per_s,
            per_s * (double)opt.size / 1e6, (unsigned long long)errors, (unsigned long long)failed,
-           100.0 * cpu / opt.duration, extra);
+           100.0 * cpu / opt.duration, extra, latency);
     if (measured_msgs == 0) fprintf(stderr, "loadgen: nothing was received in the measured window\n");
     return (errors || failed || mismatches || measured_msgs == 0) ? 1 : 0;
 }

@@ -18,12 +18,8 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
     private let options: WebSocketClientOptions
     /// The adapter's counters: its logger, and what the new connection logs through.
     private let counters: ConnectionCounters?
-    private var addresses: [SocketAddress] = []
-    private var index = 0
-    private var lastError: SwitchboardError?
     private var continuation: CheckedContinuation<WebSocketConnection, Error>?
-    private var fd: Int32 = -1
-    private var watcher: ConnectWatcher?
+    private var dialer: TCPDialer?
     private var channel: SocketChannel?
     private var timer: EventLoopTimer?
     private var handshake: WebSocketClientHandshake
@@ -86,8 +82,7 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
                         return
                     }
                     connector.continuation = c
-                    connector.addresses = addresses
-                    connector.tryNextAddress()
+                    connector.dial(addresses)
                 }
             }
         } onCancel: {
@@ -107,49 +102,18 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
 
     // MARK: TCP
 
-    private func tryNextAddress() {
-        guard continuation != nil else { return }
-        guard index < addresses.count else {
-            finish(.failure(lastError ?? .connect(SocketError(errno: ECONNREFUSED, operation: "connect"),
-                                                  address: dialedName)))
-            return
+    private func dial(_ addresses: [SocketAddress]) {
+        let dialer = TCPDialer(loop: loop, addresses: addresses, timeout: options.connectTimeout, target: dialedName) {
+            [proxied = options.proxy != nil] address in proxied ? "proxy \(address)" : address.description
         }
-        let address = addresses[index]
-        index += 1
-        do {
-            fd = try Socket.makeTCP(family: address.family)
-            Socket.setNoDelay(fd)
-            switch try Socket.connect(fd, to: address) {
-            case .connected:
-                connected()
-            case .inProgress:
-                let w = ConnectWatcher(loop: loop, fd: fd) { [self] err in
-                    watcher = nil
-                    if err == 0 {
-                        connected()
-                    } else {
-                        connectFailed(SocketError(errno: err, operation: "connect"), address: address)
-                    }
-                }
-                watcher = w
-                try w.start()
-                armTimer(options.connectTimeout) { [self] in
-                    watcher?.finish(ETIMEDOUT)
-                }
+        self.dialer = dialer
+        dialer.start { [self] result in
+            self.dialer = nil
+            switch result {
+            case .success(let fd): connected(fd)
+            case .failure(let error): finish(.failure(error))
             }
-        } catch {
-            connectFailed(error, address: address)
         }
-    }
-
-    private func connectFailed(_ e: SocketError, address: SocketAddress) {
-        timer?.cancel()
-        if fd >= 0 { Socket.close(fd); fd = -1 }
-        let name = options.proxy == nil ? address.description : "proxy \(address)"
-        lastError = e.errno == ETIMEDOUT
-            ? .timedOut("connect to \(name)")
-            : .connect(e, address: name)
-        tryNextAddress()
     }
 
     /// What the TCP connection goes to, for messages: the server, or the proxy.
@@ -165,10 +129,10 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
 
     // MARK: TLS and HTTP upgrade
 
-    private func connected() {
+    private func connected(_ fd: Int32) {
         timer?.cancel()
         if let proxy = options.proxy {
-            openTunnel(through: proxy)
+            openTunnel(through: proxy, fd: fd)
             return
         }
         let session: TLSSession?
@@ -176,12 +140,10 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
             session = try makeTLSSession()
         } catch {
             Socket.close(fd)
-            fd = -1
             finish(.failure(error))
             return
         }
-        let channel = SocketChannel(loop: loop, fd: fd, tls: session)
-        fd = -1  // owned by the channel now
+        let channel = SocketChannel(loop: loop, fd: fd, tls: session)  // owns the descriptor now
         self.channel = channel
         channel.delegate = self
         armHandshakeTimer()
@@ -222,19 +184,17 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
 
     /// Sends `CONNECT host:port` on a plain channel to the proxy; ``proxyAnswered(_:rest:)``
     /// takes it from there.
-    private func openTunnel(through proxy: HTTPProxyServer) {
+    private func openTunnel(through proxy: HTTPProxyServer, fd: Int32) {
         let request: HTTPProxyTunnel
         do {
             request = try HTTPProxyTunnel(host: SocketAddress.hostWithoutBrackets(options.host), port: options.port,
                                           username: proxy.username, password: proxy.password)
         } catch {
             Socket.close(fd)
-            fd = -1
             finish(.failure(SwitchboardError.invalidArgument(error.description)))
             return
         }
         let channel = SocketChannel(loop: loop, fd: fd, tls: nil)
-        fd = -1
         self.channel = channel
         channel.delegate = self
         tunnel = (request, HTTPResponseParser())
@@ -414,8 +374,8 @@ final class ClientConnector: SocketChannelDelegate, @unchecked Sendable {
         if case .failure(let error) = result {
             counters?.logger.debug("connect failed", metadata: ["url": "\(options.redactedURL)",
                                                                 "error": "\(error)"])
-            watcher?.finish(ECANCELED)
-            if fd >= 0 { Socket.close(fd); fd = -1 }
+            dialer?.cancel()
+            dialer = nil
             channel?.close()
             channel = nil
         }

@@ -20,7 +20,11 @@ final class ConnectionCounters: Sendable {
 
     /// Called once per connection, when it has closed, before `open` is decremented.
     typealias CloseHook = @Sendable (WebSocketConnection, WebSocketCloseStatus) -> Void
-    private let closeHook = Locked<CloseHook?>(nil)
+    /// The hook inside a struct: a bare closure read out through `withLock`'s `inout` gets wrapped
+    /// in new reabstraction thunks on every read in optimized builds, so the stored closure grew
+    /// with each closed connection until the stack overflowed (about 11,000 closes).
+    private struct HookBox { let call: CloseHook }
+    private let closeHook = Locked<HookBox?>(nil)
     let open = Atomic<Int>(0)
     /// Accepted sockets not yet closed (handshakes in progress included): what
     /// ``WebSocketServerConfiguration/maxConnections`` caps.
@@ -59,10 +63,10 @@ final class ConnectionCounters: Sendable {
         metrics?.rejected(reason, status: status)
     }
     /// Set once, by the server, before it accepts connections.
-    func setCloseHook(_ hook: @escaping CloseHook) { closeHook.withLock { $0 = hook } }
+    func setCloseHook(_ hook: @escaping CloseHook) { closeHook.withLock { $0 = HookBox(call: hook) } }
 
     func connectionClosed(_ connection: WebSocketConnection, status: WebSocketCloseStatus) {
-        closeHook.withLock { $0 }?(connection, status)
+        closeHook.withLock { $0 }?.call(connection, status)
         open.wrappingSubtract(1, ordering: .relaxed)
         metrics?.connectionClosed(code: status.code)
         socketReleased()

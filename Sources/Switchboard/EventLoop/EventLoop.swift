@@ -216,7 +216,7 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Runs `body` on the loop after `delay`, unless the returned timer is cancelled first.
     @discardableResult
-    func schedule(after delay: Duration, _ body: @escaping () -> Void) -> EventLoopTimer {
+    package func schedule(after delay: Duration, _ body: @escaping () -> Void) -> EventLoopTimer {
         assertInEventLoop()
         let timer = EventLoopTimer(deadline: Self.now() &+ delay.nanosecondsClamped, body: body)
         timers.insert(timer)
@@ -393,7 +393,7 @@ protocol EventLoopTimerTarget: AnyObject {
 }
 
 /// A one-shot timer on an ``EventLoop``. Loop-confined.
-final class EventLoopTimer {
+package final class EventLoopTimer {
     let deadline: UInt64
     private var body: (() -> Void)?
     private var target: EventLoopTimerTarget?
@@ -410,7 +410,7 @@ final class EventLoopTimer {
     }
 
     /// Cancels the timer (releasing what it holds); harmless if it already fired.
-    func cancel() {
+    package func cancel() {
         body = nil
         target = nil
     }

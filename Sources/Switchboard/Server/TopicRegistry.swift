@@ -15,7 +15,19 @@ import SwitchboardCore
 /// the publisher's own loop is served inline, and each other loop gets one job (a task group
 /// with one child per loop). Every socket is then written once per loop iteration, so messages
 /// published in the same iteration reach a subscriber in one write.
+///
+/// With a ``TopicBackplane``, each publish is also handed to it (once), the backplane hears
+/// which topics have local subscribers, and messages from other processes are delivered here
+/// like local publishes (``publishNow(_:to:excluding:compress:fromBackplane:)``).
 final class TopicRegistry: Sendable {
+    let backplane: (any TopicBackplane)?
+    /// Possible gaps reported by the backplane (one per topic per reconnection).
+    let backplaneGaps = Atomic<Int>(0)
+
+    init(backplane: (any TopicBackplane)? = nil) {
+        self.backplane = backplane
+    }
+
     /// One topic's subscribers on one loop. `connections` is copied out by reference (copy on
     /// write) when publishing, so a publish never copies the subscriber list.
     private struct LoopSubscribers {
@@ -79,8 +91,11 @@ final class TopicRegistry: Sendable {
     func subscribe(_ connection: WebSocketConnection, to topic: String) -> Bool {
         let id = ObjectIdentifier(connection)
         return state.withLock { s in
+            let isNew = s.topics[topic] == nil
             guard s.topics[topic, default: Topic()].insert(connection) else { return false }
             s.byConnection[id, default: []].insert(topic)
+            // Under the lock: activations and deactivations reach the backplane in order.
+            if isNew { backplane?.topicActivated(topic) }
             return true
         }
     }
@@ -88,7 +103,7 @@ final class TopicRegistry: Sendable {
     func unsubscribe(_ connection: WebSocketConnection, from topic: String) {
         let id = ObjectIdentifier(connection)
         state.withLock { s in
-            Self.remove(connection, from: topic, in: &s)
+            remove(connection, from: topic, in: &s)
             s.byConnection[id]?.remove(topic)
             if s.byConnection[id]?.isEmpty == true { s.byConnection[id] = nil }
         }
@@ -98,13 +113,16 @@ final class TopicRegistry: Sendable {
         let id = ObjectIdentifier(connection)
         state.withLock { s in
             guard let topics = s.byConnection.removeValue(forKey: id) else { return }
-            for t in topics { Self.remove(connection, from: t, in: &s) }
+            for t in topics { remove(connection, from: t, in: &s) }
         }
     }
 
-    private static func remove(_ connection: WebSocketConnection, from topic: String, in s: inout State) {
+    private func remove(_ connection: WebSocketConnection, from topic: String, in s: inout State) {
         s.topics[topic]?.remove(connection)
-        if s.topics[topic]?.loops.isEmpty == true { s.topics[topic] = nil }
+        if s.topics[topic]?.loops.isEmpty == true {
+            s.topics[topic] = nil
+            backplane?.topicDeactivated(topic)
+        }
     }
 
     func subscriberCount(_ topic: String) -> Int {
@@ -119,15 +137,21 @@ final class TopicRegistry: Sendable {
     }
 
     /// Nil when there is nobody to deliver to, or when a text message is not valid UTF-8.
-    private func prepare(_ message: WebSocketMessage, to topic: String,
-                         excluding excluded: WebSocketConnection?, compress: Bool) -> Delivery? {
-        guard let subscribers = state.withLock({ $0.topics[topic] }),
-              subscribers.count > (subscribers.contains(excluded) ? 1 : 0) else { return nil }
+    /// A valid message goes to the backplane too (unless it came from there), whoever the
+    /// local subscribers.
+    private func prepare(_ message: WebSocketMessage, to topic: String, excluding excluded: WebSocketConnection?,
+                         compress: Bool, fromBackplane: Bool = false) -> Delivery? {
         let (opcode, payload): (WebSocketOpcode, [UInt8]) = switch message {
         case .text(let b): (.text, b)
         case .binary(let b): (.binary, b)
         }
-        if opcode == .text && !UTF8Validator.isValid(payload) { return nil }
+        if let backplane, !fromBackplane {
+            if opcode == .text && !UTF8Validator.isValid(payload) { return nil }
+            backplane.publish(message, to: topic, compress: compress)
+        }
+        guard let subscribers = state.withLock({ $0.topics[topic] }),
+              subscribers.count > (subscribers.contains(excluded) ? 1 : 0) else { return nil }
+        if opcode == .text && (backplane == nil || fromBackplane) && !UTF8Validator.isValid(payload) { return nil }
         return Delivery(publication: TopicPublication(opcode: opcode, payload: payload, compress: compress),
                         groups: subscribers.loops)
     }
@@ -167,9 +191,11 @@ final class TopicRegistry: Sendable {
     /// routes): subscribers on the caller's loop get the frame queued before this returns;
     /// each other loop gets one job that queues it there shortly after. Returns how many
     /// subscribers it was queued on here plus how many it was handed to on other loops.
+    /// `fromBackplane`: the message came from another process (not handed back to the backplane).
     func publishNow(_ message: WebSocketMessage, to topic: String, excluding excluded: WebSocketConnection?,
-                    compress: Bool = true) -> Int {
-        guard let d = prepare(message, to: topic, excluding: excluded, compress: compress) else { return 0 }
+                    compress: Bool = true, fromBackplane: Bool = false) -> Int {
+        guard let d = prepare(message, to: topic, excluding: excluded, compress: compress,
+                              fromBackplane: fromBackplane) else { return 0 }
         var count = 0
         for group in d.groups {
             if group.loop.inEventLoop {

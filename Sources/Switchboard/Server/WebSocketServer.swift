@@ -38,7 +38,7 @@ public final class WebSocketServer: Sendable {
     let counters: ConnectionCounters
     /// The connection settings, one copy for every connection of this server.
     let sharedConnectionConfiguration: SharedWebSocketConfiguration
-    let topics = TopicRegistry()
+    let topics: TopicRegistry
     /// The loops given at init (shared with other users, not shut down by this server).
     private let sharedGroup: EventLoopGroup?
 
@@ -92,6 +92,7 @@ public final class WebSocketServer: Sendable {
         let metrics = metricsFactory is NOOPMetricsHandler ? nil : ServerMetrics(factory: metricsFactory)
         self.counters = ConnectionCounters(logger: logger, metrics: metrics)
         self.sharedConnectionConfiguration = SharedWebSocketConfiguration(configuration.connection)
+        self.topics = TopicRegistry(backplane: configuration.backplane)
         counters.setCloseHook { [weak self] connection, status in self?.unregister(connection, status: status) }
     }
     #else
@@ -108,6 +109,7 @@ public final class WebSocketServer: Sendable {
         self.sharedGroup = group
         self.counters = ConnectionCounters(logger: logger)
         self.sharedConnectionConfiguration = SharedWebSocketConfiguration(configuration.connection)
+        self.topics = TopicRegistry(backplane: configuration.backplane)
         counters.setCloseHook { [weak self] connection, status in self?.unregister(connection, status: status) }
     }
     #endif
@@ -238,6 +240,7 @@ public final class WebSocketServer: Sendable {
         if let refusal { throw refusal }
         do {
             let port = try await bindAndListen()
+            configuration.backplane?.attach(TopicBackplaneReceiver(registry: topics, logger: logger))
             let waiters = state.withLock { s -> [CheckedContinuation<Int, any Error>] in
                 let w = s.portWaiters
                 s.portWaiters = []
@@ -477,6 +480,7 @@ public final class WebSocketServer: Sendable {
             return sharedGroup == nil ? group : nil
         }
         ownedGroup?.shutdown()
+        if first { await configuration.backplane?.detach() }
     }
 
     /// Waits until every connection has closed and every handler returned (true), or until
@@ -534,6 +538,16 @@ public final class WebSocketServer: Sendable {
     /// Removes `connection` from `topic` (nothing happens if it was not subscribed).
     public func unsubscribe(_ connection: WebSocketConnection, from topic: String) {
         topics.unsubscribe(connection, from: topic)
+    }
+
+    /// Returns once messages of `topic` published on other processes reach this server's
+    /// subscribers: true at once without a ``WebSocketServerConfiguration/backplane``; with one,
+    /// true once it confirmed (after the topic's first local subscription), false when it is not
+    /// connected now. Subscribe first, then wait, then read any state the new subscriber must
+    /// see (a room's history), so that nothing published in between is missed.
+    public func waitUntilReceivingFromOtherProcesses(_ topic: String) async -> Bool {
+        guard let backplane = configuration.backplane else { return true }
+        return await backplane.waitUntilReceiving(topic)
     }
 
     /// How many connections are subscribed to `topic` now.
@@ -596,6 +610,9 @@ public final class WebSocketServer: Sendable {
         public var bytesOut: Int
         /// Connections closed with 1013 because their outbound queue was full (slow consumers).
         public var slowConsumersClosed: Int
+        /// Possible gaps the ``WebSocketServerConfiguration/backplane`` reported: one per topic
+        /// each time it reconnected and may have missed other processes' messages.
+        public var backplaneGaps: Int
     }
 
     /// The counters now (each read on its own, so the snapshot is not atomic as a whole).
@@ -607,7 +624,8 @@ public final class WebSocketServer: Sendable {
                    messagesOut: counters.messagesOut.load(ordering: .relaxed),
                    bytesIn: counters.bytesInTotal.load(ordering: .relaxed),
                    bytesOut: counters.bytesOutTotal.load(ordering: .relaxed),
-                   slowConsumersClosed: counters.slowConsumers.load(ordering: .relaxed))
+                   slowConsumersClosed: counters.slowConsumers.load(ordering: .relaxed),
+                   backplaneGaps: topics.backplaneGaps.load(ordering: .relaxed))
     }
 }
 

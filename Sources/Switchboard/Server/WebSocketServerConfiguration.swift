@@ -25,6 +25,9 @@ public struct WebSocketServerConfiguration: Sendable {
     public var subprotocols: [String] = []
     /// Event loops (default: one per core).
     public var loopCount: Int?
+    /// Spreads topics over several server processes (for example `RedisTopicBackplane` from
+    /// `SwitchboardRedis`); nil (the default) keeps every topic inside this process.
+    public var backplane: (any TopicBackplane)?
     /// `listen` backlog (default 4096: bursts of thousands of connects don't get refused).
     public var backlog: Int32 = 4096
     /// How long ``WebSocketServer/run()`` waits at shutdown for connections to finish their

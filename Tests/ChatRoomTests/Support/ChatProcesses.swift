@@ -137,9 +137,18 @@ final class ChatServerProcess: Sendable {
     var httpURL: String { "http://127.0.0.1:\(port)/" }
 
     /// Starts `chat-room serve --port 0 --db <db>` and waits for its first stdout line.
-    init(db: URL, extraArguments: [String] = []) async throws {
-        child = try ChildProcess(executable: try ChatPaths.binary(),
-                                 arguments: ["serve", "--port", "0", "--db", db.path] + extraArguments)
+    convenience init(db: URL, extraArguments: [String] = []) async throws {
+        try await self.init(arguments: ["--db", db.path] + extraArguments)
+    }
+
+    /// Starts `chat-room serve --port 0 --redis <url>` (rooms shared through Redis).
+    convenience init(redis url: String, extraArguments: [String] = []) async throws {
+        try await self.init(arguments: ["--redis", url] + extraArguments)
+    }
+
+    /// Starts `chat-room serve --port 0 <arguments>` and waits for its first stdout line.
+    init(arguments: [String]) async throws {
+        child = try ChildProcess(executable: try ChatPaths.binary(), arguments: ["serve", "--port", "0"] + arguments)
         let first = try await child.waitForLine(timeout: .seconds(60), "the listening line") { $0.contains("listening on") }
         guard let range = first.range(of: "ws://127.0.0.1:"),
               let port = Int(first[range.upperBound...].prefix(while: \.isNumber)) else {

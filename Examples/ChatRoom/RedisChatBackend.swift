@@ -1,0 +1,326 @@
+import ChatRoomCore
+import Foundation
+import Logging
+import Switchboard
+import SwitchboardRedis
+import Synchronization
+
+/// Rooms shared by every chat server given the same Redis (and key prefix).
+///
+/// - Events: through the server's topics, spread by a ``RedisTopicBackplane``.
+/// - Messages: a Lua script appends to the room's stream (bounded length) and publishes the
+///   `message` event in one atomic step, so ids and delivery follow one order on every node.
+///   Ids are `ms * 1000 + seq` of the entry id (Redis's clock), below 2^53, increasing across
+///   nodes and across a Redis restart without persistence.
+/// - Presence: a hash per room (`name` → node, join time, name); each node refreshes a
+///   heartbeat key with a TTL. A node whose heartbeat expired is reaped by one survivor (the one
+///   whose `SREM` from the node set succeeds), which emits the `leave` events once.
+final class RedisChatBackend: ChatBackend, @unchecked Sendable {
+    // Safety: `heartbeat` is set once in `start` and read in `close`; everything else is immutable.
+    let server: WebSocketServer
+    let directory: RoomDirectory
+    let redis: RedisClient
+    let backplane: RedisTopicBackplane
+    let prefix: String
+    let presenceTTL: Duration
+    let logger: Logger
+    /// Messages kept per room's stream (approximately: `MAXLEN ~`).
+    static let streamLength = 1000
+    private var heartbeat: Task<Void, Never>?
+    /// Set once a heartbeat registered this node.
+    private let registered = ResyncFlag()
+    private let resyncNeeded = ResyncFlag()
+
+    var node: String { backplane.nodeID }
+
+    init(server: WebSocketServer, directory: RoomDirectory, url: RedisURL, backplane: RedisTopicBackplane,
+         prefix: String, presenceTTL: Duration, logger: Logger) throws {
+        self.server = server
+        self.directory = directory
+        self.backplane = backplane
+        self.prefix = prefix
+        self.presenceTTL = presenceTTL
+        self.logger = logger
+        let flag = resyncNeeded
+        let trigger = ResyncTrigger()
+        redis = try RedisClient(url: url, logger: logger) { state in
+            guard case .connected(reconnected: true) = state else { return }
+            flag.set()
+            // Redis may have come back empty: write this node's users again now.
+            Task { await trigger.backend?.beat() }
+        }
+        trigger.backend = self
+    }
+
+    /// False from a Redis reconnection until this node's users are written again (`/healthz`
+    /// reports 503 meanwhile).
+    var presenceSynced: Bool { !resyncNeeded.isSet }
+
+    private func key(_ parts: String...) -> String { prefix + "chat:" + parts.joined(separator: ":") }
+    private func historyKey(_ room: String) -> String { key("room", room, "history") }
+    private func lastIDKey(_ room: String) -> String { key("room", room, "last-id") }
+    private func presenceKey(_ room: String) -> String { key("room", room, "presence") }
+    private var nodesKey: String { key("nodes") }
+    private func aliveKey(_ node: String) -> String { key("node", node, "alive") }
+    private func membersKey(_ node: String) -> String { key("node", node, "members") }
+
+    /// Starts the heartbeat (and the reaping of dead nodes).
+    func start() {
+        heartbeat = Task { [self] in
+            let interval = presenceTTL / 3
+            while !Task.isCancelled {
+                await beat()
+                try? await Task.sleep(for: interval)
+            }
+        }
+    }
+
+    func close() async {
+        heartbeat?.cancel()
+        _ = try? await redis.send("DEL", aliveKey(node))
+        _ = try? await redis.send("SREM", nodesKey, node)
+        await redis.close()
+    }
+
+    // MARK: Presence
+
+    func join(room: String, user: String, connection: WebSocketConnection) async -> Result<[String], ChatError> {
+        let values: RESPValue
+        do {
+            values = try await redis.send(["EVAL", Self.joinScript, "2", presenceKey(room), membersKey(node),
+                                           user.lowercased(), node, user, room])
+        } catch {
+            logger.warning("join failed", metadata: ["error": "\(error)"])
+            return .failure(.unavailable)
+        }
+        guard case .array(let entries) = values else { return .failure(.nameTaken(user, room)) }
+        switch await directory.join(room: room, user: user, connection: connection) {
+        case .failure(let e):
+            return .failure(e)
+        case .success:
+            // Subscribed here; wait until other nodes' events reach us before reading state.
+            if !(await server.waitUntilReceivingFromOtherProcesses(RoomDirectory.topic(room))) {
+                logger.warning("joined while Redis pub/sub is down", metadata: ["room": "\(room)"])
+            }
+            return .success(Self.presence(entries))
+        }
+    }
+
+    /// Names in join order, from the hash's values `node \t time \t name`.
+    static func presence(_ entries: [RESPValue]) -> [String] {
+        entries.compactMap { value -> (String, String)? in
+            guard let text = value.string else { return nil }
+            let parts = text.split(separator: "\t", maxSplits: 2, omittingEmptySubsequences: false)
+            guard parts.count == 3 else { return nil }
+            return (String(parts[1]), String(parts[2]))
+        }
+        .sorted { ($0.0.count, $0.0) < ($1.0.count, $1.0) }
+        .map(\.1)
+    }
+
+    func leave(room: String, user: String, connection: WebSocketConnection) async {
+        await directory.leave(room: room, user: user, connection: connection)
+        do {
+            try await redis.send(["EVAL", Self.leaveScript, "2", presenceKey(room), membersKey(node),
+                                  user.lowercased(), node, room])
+        } catch {
+            logger.warning("leave not recorded in Redis", metadata: ["error": "\(error)"])
+        }
+    }
+
+    // MARK: History
+
+    func post(room: String, user: String, text: String) async throws -> ServerEvent.Message {
+        // The event line with sentinels where the script puts the id and the timestamp: the
+        // same JSON as every other event (sorted keys, same escaping).
+        let template = ServerEvent(type: "message", id: Self.idSentinel, ts: Self.tsSentinel, room: room, user: user,
+                                   text: text).line
+        guard let idRange = template.range(of: "\"id\":\(Self.idSentinel)"),
+              let tsRange = template.range(of: "\"ts\":\(Self.tsSentinel)"), idRange.upperBound <= tsRange.lowerBound else {
+            throw ChatBackendFailure(description: "cannot build the message event")
+        }
+        let head = String(template[..<idRange.lowerBound]) + "\"id\":"
+        let middle = String(template[idRange.upperBound..<tsRange.lowerBound]) + "\"ts\":"
+        let tail = String(template[tsRange.upperBound...])
+        let channel = backplane.channel(for: RoomDirectory.topic(room))
+        // From no node: every node delivers it, this one too, in Redis's order.
+        let header = backplane.envelopeHeader(binary: false, fromThisProcess: false)
+        let reply = try await redis.send(bytes: [
+            Array("EVAL".utf8), Array(Self.postScript.utf8), Array("2".utf8),
+            Array(historyKey(room).utf8), Array(lastIDKey(room).utf8),
+            Array(String(Self.streamLength).utf8), Array(user.utf8), Array(text.utf8), Array(channel.utf8),
+            header + Array(head.utf8), Array(middle.utf8), Array(tail.utf8),
+        ])
+        guard case .array(let parts) = reply, parts.count == 2, let id = parts[0].int, let ts = parts[1].int else {
+            throw ChatBackendFailure(description: "unexpected reply to the post script: \(reply)")
+        }
+        return ServerEvent.Message(id: id, room: room, user: user, text: text, ts: ts)
+    }
+
+    func recent(room: String) async throws -> [ServerEvent.Message] {
+        let reply = try await redis.send("XREVRANGE", historyKey(room), "+", "-", "COUNT", String(ChatLimits.historyCount))
+        guard case .array(let entries) = reply else { return [] }
+        return entries.compactMap { entry -> ServerEvent.Message? in
+            guard case .array(let pair) = entry, pair.count == 2, let sid = pair[0].string,
+                  let id = Self.messageID(streamID: sid), case .array(let fields) = pair[1] else { return nil }
+            var values: [String: String] = [:]
+            var i = 0
+            while i + 1 < fields.count {
+                if let k = fields[i].string, let v = fields[i + 1].string { values[k] = v }
+                i += 2
+            }
+            guard let user = values["user"], let text = values["text"], let ts = values["ts"].flatMap({ Int64($0) }) else {
+                return nil
+            }
+            return ServerEvent.Message(id: id, room: room, user: user, text: text, ts: ts)
+        }
+        .reversed()
+    }
+
+    /// `ms-seq` → `ms * 1000 + seq` (nil unless seq < 1000 and the result fits).
+    static func messageID(streamID: String) -> Int64? {
+        let parts = streamID.split(separator: "-")
+        guard parts.count == 2, let ms = Int64(parts[0]), let seq = Int64(parts[1]), (0..<1000).contains(seq) else {
+            return nil
+        }
+        let (scaled, overflow) = ms.multipliedReportingOverflow(by: 1000)
+        return overflow ? nil : scaled + seq
+    }
+
+    // MARK: Heartbeat and reaping
+
+    fileprivate func beat() async {
+        let ttl = String(presenceTTL.components.seconds * 1000 + presenceTTL.components.attoseconds / 1_000_000_000_000_000)
+        do {
+            try await redis.send("SET", aliveKey(node), "1", "PX", ttl)
+            // Added (1) means this node was not registered: Redis lost its data, or the other
+            // nodes reaped this one after missed heartbeats. Either way, write its users again.
+            if try await redis.send("SADD", nodesKey, node).int == 1, registered.isSet { resyncNeeded.set() }
+            registered.set()
+            if resyncNeeded.isSet {
+                try await resync()
+                resyncNeeded.clear()
+            }
+            let nodes = try await redis.send("SMEMBERS", nodesKey).array ?? []
+            for other in nodes.compactMap(\.string) where other != node {
+                let reaped = try await redis.send(["EVAL", Self.reapScript, "3", nodesKey, aliveKey(other), membersKey(other),
+                                                   other, key("room") + ":", ":presence"])
+                guard case .array(let pairs) = reaped, !pairs.isEmpty else { continue }
+                logger.warning("a chat node stopped heartbeating; its users left", metadata: ["node": "\(other)",
+                                                                                             "users": "\(pairs.count / 2)"])
+                var i = 0
+                while i + 1 < pairs.count {
+                    if let room = pairs[i].string, let user = pairs[i + 1].string {
+                        let event = ServerEvent(type: "leave", id: EventStamp.nextID(), ts: EventStamp.nowMillis(),
+                                                room: room, user: user)
+                        await server.publish(text: event.line, to: RoomDirectory.topic(room))
+                    }
+                    i += 2
+                }
+            }
+        } catch {
+            logger.debug("heartbeat failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// After Redis came back (possibly empty): this node's members are written again.
+    private func resync() async throws {
+        for (room, user) in await directory.members() {
+            try await redis.send(["EVAL", Self.joinScript, "2", presenceKey(room), membersKey(node),
+                                       user.lowercased(), node, user, room])
+        }
+    }
+
+    // MARK: Scripts
+
+    private static let idSentinel: Int64 = 8_765_432_109_876_543
+    private static let tsSentinel: Int64 = 7_654_321_098_765_432
+
+    /// KEYS: presence hash, this node's member set. ARGV: key (lower-cased name), node, name,
+    /// room. Nil if the name is taken (by another node, or by a live entry of this one).
+    static let joinScript = """
+        local cur = redis.call('HGET', KEYS[1], ARGV[1])
+        if cur then return false end
+        local t = redis.call('TIME')
+        redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. '\\t' .. t[1] .. string.format('%06d', tonumber(t[2])) .. '\\t' .. ARGV[3])
+        redis.call('SADD', KEYS[2], ARGV[4] .. '\\n' .. ARGV[1])
+        return redis.call('HVALS', KEYS[1])
+        """
+
+    /// KEYS: presence hash, this node's member set. ARGV: key, node, room.
+    static let leaveScript = """
+        local cur = redis.call('HGET', KEYS[1], ARGV[1])
+        if cur and string.sub(cur, 1, #ARGV[2] + 1) == ARGV[2] .. '\\t' then redis.call('HDEL', KEYS[1], ARGV[1]) end
+        redis.call('SREM', KEYS[2], ARGV[3] .. '\\n' .. ARGV[1])
+        return 1
+        """
+
+    /// KEYS: history stream, last-id key. ARGV: max length, user, text, channel, envelope header
+    /// plus the JSON before the id, the JSON between id and ts, the JSON after ts. Returns {id, ts}.
+    static let postScript = """
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+        local id = now * 1000
+        if id <= last then id = last + 1 end
+        local ms = math.floor(id / 1000)
+        local seq = id - ms * 1000
+        local ids = string.format('%d', id)
+        local mss = string.format('%d', ms)
+        redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], mss .. '-' .. string.format('%d', seq),
+                   'user', ARGV[2], 'text', ARGV[3], 'ts', mss)
+        redis.call('SET', KEYS[2], ids)
+        redis.call('PUBLISH', ARGV[4], ARGV[5] .. ids .. ARGV[6] .. mss .. ARGV[7])
+        return {id, ms}
+        """
+
+    /// KEYS: node set, the node's heartbeat key, its member set. ARGV: node, presence key
+    /// prefix and suffix. Returns {room, name, …} of the users removed, empty unless this call
+    /// reaped the node (its heartbeat expired and this caller removed it from the set).
+    static let reapScript = """
+        if redis.call('EXISTS', KEYS[2]) == 1 then return {} end
+        if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return {} end
+        local out = {}
+        for _, m in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+          local nl = string.find(m, '\\n', 1, true)
+          if nl then
+            local room = string.sub(m, 1, nl - 1)
+            local k = string.sub(m, nl + 1)
+            local h = ARGV[2] .. room .. ARGV[3]
+            local v = redis.call('HGET', h, k)
+            if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\\t' then
+              redis.call('HDEL', h, k)
+              local name = string.match(v, '^[^\\t]*\\t[^\\t]*\\t(.*)$')
+              table.insert(out, room)
+              table.insert(out, name or k)
+            end
+          end
+        end
+        redis.call('DEL', KEYS[3])
+        return out
+        """
+}
+
+struct ChatBackendFailure: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// A flag readable from any task (for example: set by the Redis client's state handler after a
+/// reconnect, cleared once the users are written again).
+final class ResyncFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isSet: Bool { value.load(ordering: .acquiring) }
+    func set() { value.store(true, ordering: .releasing) }
+    func clear() { value.store(false, ordering: .releasing) }
+}
+
+/// The backend, for the Redis client's state handler (set right after the client is made).
+private final class ResyncTrigger: Sendable {
+    private struct Reference { weak var backend: RedisChatBackend? }
+    private let reference = Mutex(Reference())
+
+    var backend: RedisChatBackend? {
+        get { reference.withLock { $0.backend } }
+        set { reference.withLock { $0.backend = newValue } }
+    }
+}

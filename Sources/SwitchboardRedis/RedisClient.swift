@@ -1,0 +1,261 @@
+import Logging
+import Switchboard
+
+/// A Redis client on Switchboard's event loops: RESP2 commands, pipelined on one connection,
+/// each answered in order by an `async` result.
+///
+/// ```swift
+/// let redis = try RedisClient(url: RedisURL("redis://localhost:6379"))
+/// try await redis.send("SET", "greeting", "hello")
+/// let value = try await redis.send("GET", "greeting").string   // "hello"
+/// ```
+///
+/// Connection: opened by the first command (or ``connect()``); `AUTH` and `SELECT` from the
+/// URL are sent first. When it is lost, commands that were sent fail with `.connectionLost`
+/// (they may have run), and the client reconnects by itself with exponential backoff; while it
+/// is disconnected, new commands fail at once with `.unavailable` instead of waiting. Commands
+/// issued while a connection is being opened wait for it.
+///
+/// Bounded: at most ``RedisConfiguration/maximumPendingCommands`` unanswered commands and
+/// ``RedisConfiguration/maximumOutboundBytes`` queued bytes (beyond: `.limitExceeded`), and
+/// replies within ``RedisConfiguration/parseLimits``. A command unanswered for
+/// ``RedisConfiguration/commandTimeout`` closes the connection (`.timedOut`).
+///
+/// Cancelling the task awaiting a command does not unsend it; the task still waits for the reply.
+/// Logs (swift-log) name the server by its URL with the password redacted.
+public final class RedisClient: Sendable {
+    let core: RedisClientCore
+
+    /// A client for `url` (not connected yet). `group` provides the event loop (the shared one
+    /// by default); state changes (connected, reconnected, disconnected) go to `onStateChange`,
+    /// on the client's loop: keep it short.
+    public init(url: RedisURL, configuration: RedisConfiguration = RedisConfiguration(),
+                group: EventLoopGroup? = nil, logger: Logger = Logger(label: "switchboard.redis"),
+                onStateChange: (@Sendable (RedisConnectionState) -> Void)? = nil) throws(RedisError) {
+        let loop: EventLoop
+        do {
+            loop = try (group ?? EventLoopGroup.shared).next()
+        } catch {
+            throw RedisError(kind: .unavailable, message: "no event loop: \(error)")
+        }
+        core = RedisClientCore(link: RedisLink(loop: loop, url: url, configuration: configuration, logger: logger),
+                               onStateChange: onStateChange)
+    }
+
+    deinit {
+        let core = core
+        core.link.loop.execute { core.close() }
+    }
+
+    /// The server's URL (its description hides the password).
+    public var url: RedisURL { core.link.url }
+
+    /// Opens the connection now and waits until it is ready (or fails).
+    public func connect() async throws(RedisError) {
+        _ = try await send(["PING"])
+    }
+
+    /// Sends a command (name and arguments) and returns its reply. An error reply throws
+    /// `.server` with Redis's message.
+    @discardableResult
+    public func send(_ arguments: String...) async throws(RedisError) -> RESPValue {
+        try await send(arguments)
+    }
+
+    /// Sends a command given as strings.
+    @discardableResult
+    public func send(_ arguments: [String]) async throws(RedisError) -> RESPValue {
+        try await send(bytes: arguments.map { Array($0.utf8) })
+    }
+
+    /// Sends a command whose arguments are raw bytes (binary-safe).
+    @discardableResult
+    public func send(bytes arguments: [[UInt8]]) async throws(RedisError) -> RESPValue {
+        guard !arguments.isEmpty else { throw RedisError(kind: .invalidArgument, message: "empty command") }
+        var bytes: [UInt8] = []
+        RESPEncoder.append(command: arguments, to: &bytes)
+        let encoded = bytes
+        let core = core
+        let result: Result<RESPValue, RedisError> = await withCheckedContinuation { c in
+            core.link.loop.execute { core.send(encoded) { c.resume(returning: $0) } }
+        }
+        return try result.get()
+    }
+
+    /// Whether the connection is up now.
+    public var isConnected: Bool {
+        get async {
+            let core = core
+            return await withCheckedContinuation { c in core.link.loop.execute { c.resume(returning: core.link.isUp) } }
+        }
+    }
+
+    /// Closes the connection; waiting commands fail with `.closed`. The client cannot be reused.
+    public func close() async {
+        let core = core
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            core.link.loop.execute {
+                core.close()
+                c.resume()
+            }
+        }
+    }
+}
+
+/// The loop-confined side of ``RedisClient``: the replies awaited, in order.
+final class RedisClientCore: RedisLinkOwner, @unchecked Sendable {
+    // Safety: every member is touched only on `link.loop`'s thread.
+    /// Called once with the command's reply or error, on the loop.
+    typealias Reply = (Result<RESPValue, RedisError>) -> Void
+
+    let link: RedisLink
+    /// State changes, on the loop (set before the first command).
+    var onStateChange: (@Sendable (RedisConnectionState) -> Void)?
+    /// Sent, awaiting their replies in order (from `head`).
+    private var inFlight = ReplyQueue()
+    /// Waiting for the connection being opened: encoded commands and their continuations.
+    private var waiting: [(bytes: [UInt8], reply: Reply)] = []
+    /// Whether the connection is up now.
+    var isUp: Bool { link.isUp }
+    private var timeoutTimer: EventLoopTimer?
+    private var repliesSinceTick = 0
+
+    init(link: RedisLink, onStateChange: (@Sendable (RedisConnectionState) -> Void)?) {
+        self.link = link
+        self.onStateChange = onStateChange
+        link.owner = self
+    }
+
+    private var pendingCount: Int { inFlight.count + waiting.count }
+
+    /// Sends one or more encoded commands (one `reply` per command: pass one command).
+    func send(_ bytes: [UInt8], _ reply: @escaping Reply) {
+        if link.isClosed {
+            return reply(.failure(RedisError(kind: .closed, message: "the Redis client is closed")))
+        }
+        guard pendingCount < link.configuration.maximumPendingCommands else {
+            return reply(.failure(RedisError(
+                kind: .limitExceeded,
+                message: "\(pendingCount) Redis commands are already waiting (maximumPendingCommands)")))
+        }
+        if link.isUp {
+            write(bytes, reply)
+            return
+        }
+        link.start()
+        if link.isConnecting {
+            waiting.append((bytes, reply))
+        } else {
+            reply(.failure(RedisError(
+                kind: .unavailable, message: "not connected to Redis at \(link.url) (reconnecting)", underlying: lastError)))
+        }
+    }
+
+    private var lastError: SwitchboardError?
+
+    private func write(_ bytes: [UInt8], _ reply: @escaping Reply) {
+        guard link.write(bytes) else {
+            return reply(.failure(RedisError(
+                kind: .limitExceeded,
+                message: "more than \(link.configuration.maximumOutboundBytes) bytes are queued for Redis")))
+        }
+        inFlight.append(reply)
+        armTimeout()
+    }
+
+    func linkUp(reconnected: Bool) {
+        lastError = nil
+        let queued = waiting
+        waiting = []
+        for (bytes, reply) in queued { write(bytes, reply) }
+        onStateChange?(.connected(reconnected: reconnected))
+    }
+
+    func linkReceived(_ value: RESPValue) {
+        guard let reply = inFlight.popFirst() else {
+            link.fail(RedisError(kind: .protocolError, message: "Redis sent a reply nobody asked for"))
+            return
+        }
+        repliesSinceTick += 1
+        if case .error(let message) = value {
+            reply(.failure(RedisError(kind: .server, message: message)))
+        } else {
+            reply(.success(value))
+        }
+    }
+
+    func linkDown(_ error: RedisError) {
+        lastError = error.underlying
+        timeoutTimer?.cancel()
+        timeoutTimer = nil
+        let sent = inFlight.removeAll()
+        for reply in sent {
+            reply(.failure(RedisError(
+                kind: error.kind == .timedOut ? .timedOut : .connectionLost,
+                message: error.message, underlying: error.underlying)))
+        }
+        let queued = waiting
+        waiting = []
+        for (_, reply) in queued {
+            reply(.failure(RedisError(kind: .unavailable, message: error.message,
+                                                        underlying: error.underlying)))
+        }
+        onStateChange?(.disconnected(error))
+    }
+
+    /// One timer while replies are due: a full period without any reply closes the connection.
+    private func armTimeout() {
+        guard timeoutTimer == nil else { return }
+        repliesSinceTick = 0
+        let timeout = link.configuration.commandTimeout
+        timeoutTimer = link.loop.schedule(after: timeout) { [weak self] in
+            guard let self else { return }
+            timeoutTimer = nil
+            guard !inFlight.isEmpty else { return }
+            if repliesSinceTick == 0 {
+                link.fail(RedisError(kind: .timedOut, message: "Redis at \(link.url) did not answer within \(timeout)"))
+            } else {
+                armTimeout()
+            }
+        }
+    }
+
+    func close() {
+        link.close()
+        timeoutTimer?.cancel()
+        timeoutTimer = nil
+        let closed = RedisError(kind: .closed, message: "the Redis client was closed")
+        for reply in inFlight.removeAll() { reply(.failure(closed)) }
+        for (_, reply) in waiting { reply(.failure(closed)) }
+        waiting = []
+    }
+}
+
+/// A FIFO of continuations: an array read from `head`, compacted when half consumed.
+struct ReplyQueue {
+    private var items: [RedisClientCore.Reply] = []
+    private var head = 0
+
+    var count: Int { items.count - head }
+    var isEmpty: Bool { count == 0 }
+
+    mutating func append(_ reply: @escaping RedisClientCore.Reply) { items.append(reply) }
+
+    mutating func popFirst() -> RedisClientCore.Reply? {
+        guard head < items.count else { return nil }
+        let reply = items[head]
+        head += 1
+        if head >= 64 && head * 2 >= items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+        return reply
+    }
+
+    mutating func removeAll() -> ArraySlice<RedisClientCore.Reply> {
+        let rest = items[head...]
+        items = []
+        head = 0
+        return rest
+    }
+}

@@ -1,0 +1,31 @@
+import Switchboard
+
+/// How a ``RedisClient`` or ``RedisSubscriber`` connects, reconnects and bounds its memory.
+/// The defaults suit a Redis on the local network.
+public struct RedisConfiguration: Sendable {
+    /// Limit for the TCP connection (each address) and then for the TLS handshake. Default 5 s.
+    public var connectTimeout: Duration = .seconds(5)
+    /// A command without a reply for this long closes the connection (every waiting command
+    /// fails with `.timedOut`, and the client reconnects). Detected within twice this. Default 10 s.
+    public var commandTimeout: Duration = .seconds(10)
+    /// First delay before reconnecting after a failure; it doubles per failed attempt, up to
+    /// ``maximumReconnectDelay``, with jitter (a random 50–100 % of it). Default 100 ms.
+    public var initialReconnectDelay: Duration = .milliseconds(100)
+    /// Longest delay between reconnection attempts. Default 5 s.
+    public var maximumReconnectDelay: Duration = .seconds(5)
+    /// Commands sent and not yet answered, or waiting for the connection, at most. Beyond it a
+    /// command fails at once with `.limitExceeded`. Default 100,000.
+    public var maximumPendingCommands = 100_000
+    /// Bytes queued for the socket at most (Redis not reading). Default 16 MiB.
+    public var maximumOutboundBytes = 16 << 20
+    /// Limits of the reply parser (a reply above them closes the connection).
+    public var parseLimits = RESPParseLimits()
+    /// TLS for `rediss://` URLs: verification of the chain and of the host name with the
+    /// system's trust store by default. Ignored for `redis://`.
+    public var tls = TLSConfiguration()
+    /// `CLIENT SETNAME` value sent after connecting, when set (shows in `CLIENT LIST`).
+    public var clientName: String?
+
+    /// The defaults.
+    public init() {}
+}

@@ -1,0 +1,186 @@
+import Logging
+import Switchboard
+import Synchronization
+
+/// A Redis pub/sub connection: subscribes to channels and hands every message to a handler.
+///
+/// It keeps the set of channels it should be subscribed to, and restores it by itself after
+/// a reconnect (with exponential backoff). Redis does not keep messages for a disconnected
+/// subscriber: the state handler hears `.connected(reconnected: true)` after a reconnect, the
+/// moment to assume that messages may have been missed.
+///
+/// The message handler runs on the subscriber's event loop, in the order Redis sent the
+/// messages; it must not block.
+public final class RedisSubscriber: Sendable {
+    /// A message: its channel and its payload (binary-safe).
+    public typealias Handler = @Sendable (_ channel: String, _ payload: [UInt8]) -> Void
+
+    let core: RedisSubscriberCore
+
+    /// A subscriber for `url`; it connects at once.
+    public init(url: RedisURL, configuration: RedisConfiguration = RedisConfiguration(),
+                group: EventLoopGroup? = nil, logger: Logger = Logger(label: "switchboard.redis"),
+                onStateChange: (@Sendable (RedisConnectionState) -> Void)? = nil,
+                onMessage: @escaping Handler) throws(RedisError) {
+        let loop: EventLoop
+        do {
+            loop = try (group ?? EventLoopGroup.shared).next()
+        } catch {
+            throw RedisError(kind: .unavailable, message: "no event loop: \(error)")
+        }
+        let core = RedisSubscriberCore(link: RedisLink(loop: loop, url: url, configuration: configuration, logger: logger),
+                                       onStateChange: onStateChange, onMessage: onMessage)
+        self.core = core
+        loop.execute { core.link.start() }
+    }
+
+    deinit {
+        let core = core
+        core.link.loop.execute { core.close() }
+    }
+
+    /// Adds `channel`; returns true once Redis confirmed the subscription, false at once when
+    /// not connected (the subscription is made as soon as the connection is back).
+    @discardableResult
+    public func subscribe(_ channel: String) async -> Bool {
+        let core = core
+        return await withCheckedContinuation { c in core.link.loop.execute { core.subscribe(channel, c) } }
+    }
+
+    /// Adds `channel` without waiting for Redis's confirmation.
+    func add(_ channel: String) {
+        let core = core
+        core.link.loop.execute { core.subscribe(channel, nil) }
+    }
+
+    /// Removes `channel` (no more messages from it once Redis processed it).
+    public func unsubscribe(_ channel: String) {
+        let core = core
+        core.link.loop.execute { core.unsubscribe(channel) }
+    }
+
+    /// Whether the connection is up and every channel subscribed to is confirmed by Redis.
+    public var isReady: Bool { core.ready.load(ordering: .acquiring) }
+
+    /// Closes the connection for good.
+    public func close() async {
+        let core = core
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            core.link.loop.execute {
+                core.close()
+                c.resume()
+            }
+        }
+    }
+}
+
+/// The loop-confined side of ``RedisSubscriber``.
+final class RedisSubscriberCore: RedisLinkOwner, @unchecked Sendable {
+    // Safety: every member is touched only on `link.loop`'s thread.
+    let link: RedisLink
+    private let onStateChange: (@Sendable (RedisConnectionState) -> Void)?
+    private let onMessage: RedisSubscriber.Handler
+    /// Channels wanted, and those Redis confirmed on this connection.
+    private var wanted: Set<String> = []
+    private var confirmed: Set<String> = []
+    private var waiters: [String: [CheckedContinuation<Bool, Never>]] = [:]
+
+    init(link: RedisLink, onStateChange: (@Sendable (RedisConnectionState) -> Void)?,
+         onMessage: @escaping RedisSubscriber.Handler) {
+        self.link = link
+        self.onStateChange = onStateChange
+        self.onMessage = onMessage
+        link.owner = self
+    }
+
+    /// `link.isUp && confirmed == wanted`, readable from any thread.
+    let ready = Atomic<Bool>(false)
+
+    private func updateReady() {
+        ready.store(link.isUp && confirmed == wanted, ordering: .releasing)
+    }
+
+    func subscribe(_ channel: String, _ waiter: CheckedContinuation<Bool, Never>?) {
+        let added = wanted.insert(channel).inserted
+        if confirmed.contains(channel) { waiter?.resume(returning: true); return }
+        guard link.isUp else { waiter?.resume(returning: false); return }
+        if let waiter { waiters[channel, default: []].append(waiter) }
+        if added { send("SUBSCRIBE", [channel]) }
+        updateReady()
+    }
+
+    func unsubscribe(_ channel: String) {
+        guard wanted.remove(channel) != nil else { return }
+        // Unconfirmed at once: a subscribe before Redis answers this must wait for its own reply.
+        confirmed.remove(channel)
+        for w in waiters.removeValue(forKey: channel) ?? [] { w.resume(returning: false) }
+        if link.isUp { send("UNSUBSCRIBE", [channel]) }
+        updateReady()
+    }
+
+    private func send(_ command: String, _ channels: [String]) {
+        var bytes: [UInt8] = []
+        var start = 0
+        // At most 1,000 channels per command, to keep each command small.
+        while start < channels.count {
+            let end = min(channels.count, start + 1000)
+            RESPEncoder.append(command: [Array(command.utf8)] + channels[start..<end].map { Array($0.utf8) }, to: &bytes)
+            start = end
+        }
+        if !link.write(bytes) {
+            link.fail(RedisError(kind: .limitExceeded, message: "the subscriber's queue to Redis is full"))
+        }
+    }
+
+    func linkUp(reconnected: Bool) {
+        confirmed = []
+        if !wanted.isEmpty { send("SUBSCRIBE", wanted.sorted()) }
+        updateReady()
+        onStateChange?(.connected(reconnected: reconnected))
+    }
+
+    func linkReceived(_ value: RESPValue) {
+        guard case .array(let items) = value, items.count == 3, let kind = items[0].string,
+              let channel = items[1].string else {
+            if case .error(let message) = value {
+                link.logger.warning("Redis refused a subscription command", metadata: ["redis": "\(link.url)",
+                                                                                       "error": "\(message)"])
+            }
+            return
+        }
+        switch kind {
+        case "message":
+            guard wanted.contains(channel), case .bulkString(let payload) = items[2] else { return }
+            onMessage(channel, payload)
+        case "subscribe":
+            guard wanted.contains(channel) else { return }
+            confirmed.insert(channel)
+            updateReady()
+            for w in waiters.removeValue(forKey: channel) ?? [] { w.resume(returning: true) }
+        case "unsubscribe":
+            // A later SUBSCRIBE of the same channel (re-subscribed meanwhile) confirms it again.
+            confirmed.remove(channel)
+            updateReady()
+        default:
+            break
+        }
+    }
+
+    func linkDown(_ error: RedisError) {
+        confirmed = []
+        updateReady()
+        let pending = waiters
+        waiters = [:]
+        for (_, list) in pending { for w in list { w.resume(returning: false) } }
+        onStateChange?(.disconnected(error))
+    }
+
+    func close() {
+        link.close()
+        confirmed = []
+        updateReady()
+        let pending = waiters
+        waiters = [:]
+        for (_, list) in pending { for w in list { w.resume(returning: false) } }
+    }
+}
