@@ -69,6 +69,8 @@ struct ChatSession {
                 do {
                     let history = try await backend.recent(room: room)
                     try await reply(ServerEvent(type: "history", room: room, messages: history))
+                } catch let e as ChatError {
+                    try await reply(.error(e))
                 } catch {
                     try await reply(.error(.internalError))
                 }
@@ -77,6 +79,8 @@ struct ChatSession {
             guard let user = joined[room] else { return try await reply(.error(.notJoined(room))) }
             do {
                 _ = try await backend.post(room: room, user: user, text: text)
+            } catch let e as ChatError {
+                try await reply(.error(e))
             } catch {
                 try await reply(.error(.internalError))
             }

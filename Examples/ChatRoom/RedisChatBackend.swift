@@ -58,7 +58,8 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
 
     private func key(_ parts: String...) -> String { prefix + "chat:" + parts.joined(separator: ":") }
     private func historyKey(_ room: String) -> String { key("room", room, "history") }
-    private func lastIDKey(_ room: String) -> String { key("room", room, "last-id") }
+    /// One for every room: ids are unique across rooms, as SQLite's row ids are.
+    private var lastIDKey: String { key("last-id") }
     private func presenceKey(_ room: String) -> String { key("room", room, "presence") }
     private var nodesKey: String { key("nodes") }
     private func aliveKey(_ node: String) -> String { key("node", node, "alive") }
@@ -145,12 +146,12 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         let channel = backplane.channel(for: RoomDirectory.topic(room))
         // From no node: every node delivers it, this one too, in Redis's order.
         let header = backplane.envelopeHeader(binary: false, fromThisProcess: false)
-        let reply = try await redis.send(bytes: [
+        let reply = try await Self.unavailableIfDown { () async throws(RedisError) -> RESPValue in try await self.redis.send(bytes: [
             Array("EVAL".utf8), Array(Self.postScript.utf8), Array("2".utf8),
-            Array(historyKey(room).utf8), Array(lastIDKey(room).utf8),
+            Array(historyKey(room).utf8), Array(lastIDKey.utf8),
             Array(String(Self.streamLength).utf8), Array(user.utf8), Array(text.utf8), Array(channel.utf8),
             header + Array(head.utf8), Array(middle.utf8), Array(tail.utf8),
-        ])
+        ]) }
         guard case .array(let parts) = reply, parts.count == 2, let id = parts[0].int, let ts = parts[1].int else {
             throw ChatBackendFailure(description: "unexpected reply to the post script: \(reply)")
         }
@@ -158,7 +159,9 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     }
 
     func recent(room: String) async throws -> [ServerEvent.Message] {
-        let reply = try await redis.send("XREVRANGE", historyKey(room), "+", "-", "COUNT", String(ChatLimits.historyCount))
+        let reply = try await Self.unavailableIfDown { () async throws(RedisError) -> RESPValue in
+            try await self.redis.send("XREVRANGE", self.historyKey(room), "+", "-", "COUNT", String(ChatLimits.historyCount))
+        }
         guard case .array(let entries) = reply else { return [] }
         return entries.compactMap { entry -> ServerEvent.Message? in
             guard case .array(let pair) = entry, pair.count == 2, let sid = pair[0].string,
@@ -175,6 +178,15 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
             return ServerEvent.Message(id: id, room: room, user: user, text: text, ts: ts)
         }
         .reversed()
+    }
+
+    /// Redis unreachable (or lost mid-command) → `unavailable` for the client; other errors as they are.
+    private static func unavailableIfDown(_ body: () async throws(RedisError) -> RESPValue) async throws -> RESPValue {
+        do {
+            return try await body()
+        } catch where [.unavailable, .connectionLost, .timedOut, .limitExceeded].contains(error.kind) {
+            throw ChatError.unavailable
+        }
     }
 
     /// `ms-seq` → `ms * 1000 + seq` (nil unless seq < 1000 and the result fits).

@@ -140,7 +140,11 @@ struct RedisScaleOutTests {
         try await alice.send(.message(room: "ops", text: "before"))
         let before = try await bob.expect("before") { $0.type == "message" && $0.text == "before" }
 
-        // Redis goes away (and comes back empty: no persistence).
+        // Redis goes away: a message cannot be stored, and the sender is told so.
+        await redis.stop()
+        try await alice.send(.message(room: "ops", text: "while down"))
+        try await alice.expectError(code: "unavailable", type: "api_error")
+        // It comes back empty (no persistence).
         try await redis.restart()
         // Both nodes reconnect by themselves and re-subscribe.
         try await Self.waitUntilHealthy(a)
@@ -149,6 +153,7 @@ struct RedisScaleOutTests {
         let after = try await bob.expect("after, through the restarted Redis") { $0.type == "message" && $0.text == "after" }
         try await bob.send(.message(room: "ops", text: "reply"))
         try await alice.expect("reply") { $0.type == "message" && $0.text == "reply" }
+        #expect(await Self.count(bob) { $0.text == "while down" } == 0)
         // Ids keep increasing although Redis lost every key.
         #expect(try #require(after.id) > (try #require(before.id)))
         // The nodes re-registered their users: presence survives the restart.
