@@ -28,8 +28,10 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     static let streamLength = 1000
     private var heartbeat: Task<Void, Never>?
     /// Set once a heartbeat registered this node.
-    private let registered = ResyncFlag()
-    private let resyncNeeded = ResyncFlag()
+    private let registered = AtomicFlag()
+    private let resyncNeeded = AtomicFlag()
+    /// The backend's own connection (messages, presence) is up.
+    private let commandsConnected = AtomicFlag()
 
     var node: String { backplane.nodeID }
 
@@ -42,9 +44,15 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         self.presenceTTL = presenceTTL
         self.logger = logger
         let flag = resyncNeeded
+        let up = commandsConnected
         let trigger = ResyncTrigger()
         redis = try RedisClient(url: url, logger: logger) { state in
-            guard case .connected(reconnected: true) = state else { return }
+            guard case .connected(let reconnected) = state else {
+                up.clear()
+                return
+            }
+            up.set()
+            guard reconnected else { return }
             flag.set()
             // Redis may have come back empty: write this node's users again now.
             Task { await trigger.backend?.beat() }
@@ -52,9 +60,9 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         trigger.backend = self
     }
 
-    /// False from a Redis reconnection until this node's users are written again (`/healthz`
-    /// reports 503 meanwhile).
-    var presenceSynced: Bool { !resyncNeeded.isSet }
+    /// Whether this backend's own Redis connection is up and, after a reconnection, this node's
+    /// users are written again (`/healthz` reports 503 otherwise).
+    var isReady: Bool { commandsConnected.isSet && !resyncNeeded.isSet }
 
     private func key(_ parts: String...) -> String { prefix + "chat:" + parts.joined(separator: ":") }
     private func historyKey(_ room: String) -> String { key("room", room, "history") }
@@ -97,6 +105,9 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         guard case .array(let entries) = values else { return .failure(.nameTaken(user, room)) }
         switch await directory.join(room: room, user: user, connection: connection) {
         case .failure(let e):
+            // Taken on this node although Redis had it free (Redis lost its data before this
+            // node wrote its users again): the entry just written is this node's, for the same
+            // name, so it stands for the user already here. Nothing to undo.
             return .failure(e)
         case .success:
             // Subscribed here; wait until other nodes' events reach us before reading state.
@@ -319,7 +330,7 @@ struct ChatBackendFailure: Error, CustomStringConvertible {
 
 /// A flag readable from any task (for example: set by the Redis client's state handler after a
 /// reconnect, cleared once the users are written again).
-final class ResyncFlag: Sendable {
+final class AtomicFlag: Sendable {
     private let value = Atomic<Bool>(false)
     var isSet: Bool { value.load(ordering: .acquiring) }
     func set() { value.store(true, ordering: .releasing) }

@@ -91,9 +91,9 @@ struct Serve: AsyncParsableCommand {
                                     body: Array(WebPage.html.utf8))
             case ("GET", "/healthz"):
                 guard let backplane else { return .json(status: 200, #"{"status":"ok"}"#) }
-                // With --redis: 503 while Redis is not there (both connections up, every room
+                // With --redis: 503 while Redis is not there (the three connections up, every room
                 // re-subscribed, this node's users written again after a reconnection).
-                return backplane.isConnected && redisBackend?.presenceSynced != false
+                return backplane.isConnected && redisBackend?.isReady != false
                     ? .json(status: 200, #"{"status":"ok","redis":"connected"}"#)
                     : .json(status: 503, #"{"status":"degraded","redis":"disconnected"}"#)
             case (_, "/"):

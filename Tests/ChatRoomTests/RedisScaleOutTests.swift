@@ -28,6 +28,18 @@ struct RedisScaleOutTests {
         }
     }
 
+    /// `count` chat-room servers sharing `redis`, each healthy (Redis connected). The caller
+    /// kills them.
+    static func startNodes(_ count: Int, redis: RedisServerProcess,
+                           extraArguments: [String] = []) async throws -> [ChatServerProcess] {
+        var nodes: [ChatServerProcess] = []
+        for _ in 0..<count {
+            nodes.append(try await ChatServerProcess(redis: redis.url, extraArguments: extraArguments))
+        }
+        for node in nodes { try await waitUntilHealthy(node) }
+        return nodes
+    }
+
     /// How many events of `peer` satisfy `predicate` (after a later event proved delivery
     /// caught up: messages are delivered in order).
     static func count(_ peer: TestPeer, _ predicate: @Sendable (Event) -> Bool) async -> Int {
@@ -37,12 +49,9 @@ struct RedisScaleOutTests {
     @Test func twoNodesShareMessagesTypingPresenceAndHistory() async throws {
         let redis = try await RedisServerProcess()
         defer { withExtendedLifetime(redis) {} }  // the server lives until the end of the test
-        let a = try await ChatServerProcess(redis: redis.url)
-        defer { a.child.signal(SIGKILL) }
-        let b = try await ChatServerProcess(redis: redis.url)
-        defer { b.child.signal(SIGKILL) }
-        try await Self.waitUntilHealthy(a)
-        try await Self.waitUntilHealthy(b)
+        let nodes = try await Self.startNodes(2, redis: redis)
+        defer { for node in nodes { node.child.signal(SIGKILL) } }
+        let (a, b) = (nodes[0], nodes[1])
 
         let alice = try await TestPeer.connect("alice", url: a.wsURL)
         try await alice.send(.join(room: "lobby", user: "alice"))
@@ -124,12 +133,9 @@ struct RedisScaleOutTests {
     @Test func redisRestartMidConversation() async throws {
         let redis = try await RedisServerProcess()
         defer { withExtendedLifetime(redis) {} }  // the server lives until the end of the test
-        let a = try await ChatServerProcess(redis: redis.url)
-        defer { a.child.signal(SIGKILL) }
-        let b = try await ChatServerProcess(redis: redis.url)
-        defer { b.child.signal(SIGKILL) }
-        try await Self.waitUntilHealthy(a)
-        try await Self.waitUntilHealthy(b)
+        let nodes = try await Self.startNodes(2, redis: redis)
+        defer { for node in nodes { node.child.signal(SIGKILL) } }
+        let (a, b) = (nodes[0], nodes[1])
 
         let alice = try await TestPeer.connect("alice", url: a.wsURL)
         try await alice.send(.join(room: "ops", user: "alice"))
@@ -168,13 +174,9 @@ struct RedisScaleOutTests {
         defer { withExtendedLifetime(redis) {} }  // the server lives until the end of the test
         // 4 s: room for the ThreadSanitizer build, whose heartbeats (every 4/3 s) must not be late.
         let ttl = ["--presence-ttl", "4"]
-        let a = try await ChatServerProcess(redis: redis.url, extraArguments: ttl)
-        defer { a.child.signal(SIGKILL) }
-        let b = try await ChatServerProcess(redis: redis.url, extraArguments: ttl)
-        defer { b.child.signal(SIGKILL) }
-        let c = try await ChatServerProcess(redis: redis.url, extraArguments: ttl)
-        defer { c.child.signal(SIGKILL) }
-        for node in [a, b, c] { try await Self.waitUntilHealthy(node) }
+        let nodes = try await Self.startNodes(3, redis: redis, extraArguments: ttl)
+        defer { for node in nodes { node.child.signal(SIGKILL) } }
+        let (a, b, c) = (nodes[0], nodes[1], nodes[2])
 
         let alice = try await TestPeer.connect("alice", url: a.wsURL)
         try await alice.send(.join(room: "lobby", user: "alice"))
