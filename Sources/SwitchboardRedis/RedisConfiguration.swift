@@ -20,9 +20,9 @@ public struct RedisConfiguration: Sendable {
     public var maximumOutboundBytes = 16 << 20
     /// Limits of the reply parser (a reply above them closes the connection).
     public var parseLimits = RESPParseLimits()
-    /// TLS for `rediss://` URLs: verification of the chain and of the host name with the
-    /// system's trust store by default. Ignored for `redis://`.
-    public var tls = TLSConfiguration()
+    /// TLS for `rediss://` URLs: verification of the chain and of the host name (SNI sent) with
+    /// the system's trust store by default, and no ALPN. Ignored for `redis://`.
+    public var tls = TLSConfiguration(alpnProtocols: [])
     /// `CLIENT SETNAME` value sent after connecting, when set (shows in `CLIENT LIST`).
     public var clientName: String?
 
