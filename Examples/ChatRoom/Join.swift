@@ -98,6 +98,9 @@ struct Join: AsyncParsableCommand {
                 }
                 break
             }
+            // Cancelled: the connection ended first (the iteration above ends on cancellation
+            // too), and that is what the user must be told, not a quit.
+            if Task.isCancelled { return }
             // End of input or /quit: close cleanly.
             await quitting.set()
             await socket.close(code: .normalClosure, reason: "bye")

@@ -106,7 +106,9 @@ final class ChildProcess: Sendable {
             if !process.isRunning, let line = lines.first(where: predicate) { return line }
             try await Task.sleep(for: .milliseconds(20))
         }
-        throw TestFailure("timed out waiting for \(what); stdout: \(lines.suffix(20)) stderr: \(stderrText.suffix(2000))")
+        let exit = process.isRunning ? "still running"
+            : "exited: status \(process.terminationStatus), reason \(process.terminationReason == .exit ? "exit" : "signal")"
+        throw TestFailure("timed out waiting for \(what) (\(exit)); stdout: \(lines.suffix(20)) stderr: \(stderrText.suffix(2000))")
     }
 
     func write(_ text: String) {
