@@ -5,16 +5,23 @@ import Switchboard
 /// (``LocalChatBackend``: SQLite) or every process sharing a Redis (``RedisChatBackend``).
 protocol ChatBackend: Sendable {
     /// Adds `user` to `room` and subscribes `connection` to the room's topic; returns the
-    /// presence list (join order), or `name_taken`. When it returns, the connection receives
-    /// every event published to the room afterwards, from any process.
-    func join(room: String, user: String, connection: WebSocketConnection) async -> Result<[String], ChatError>
-    /// Removes `user` from `room` and unsubscribes `connection`.
-    func leave(room: String, user: String, connection: WebSocketConnection) async
+    /// presence list (join order) and whether the name was already present (replaced), or
+    /// `name_taken`. With `replacingStale` (a re-join with `since`) a name held by a stale
+    /// connection is taken over instead. When it returns, the connection receives every event
+    /// published to the room afterwards, from any process.
+    func join(room: String, user: String, connection: WebSocketConnection,
+              replacingStale: Bool) async -> Result<(users: [String], replaced: Bool), ChatError>
+    /// Removes `user` from `room` and unsubscribes `connection`; false when the name was no
+    /// longer this connection's (taken over by a re-join): nobody left.
+    func leave(room: String, user: String, connection: WebSocketConnection) async -> Bool
     /// Stores a message and broadcasts it to the room (persisted first, ids increasing, delivered
     /// in id order).
     func post(room: String, user: String, text: String) async throws -> ServerEvent.Message
     /// The room's last ``ChatLimits/historyCount`` messages, oldest first.
     func recent(room: String) async throws -> [ServerEvent.Message]
+    /// The room's messages with an id above `id`, oldest first: the newest
+    /// ``ChatLimits/resumeHistoryCount`` of them, and whether that is all of them (`complete`).
+    func messages(room: String, after id: Int64) async throws -> (messages: [ServerEvent.Message], complete: Bool)
     /// Stops (closes the database or the Redis connections).
     func close() async
 }
@@ -25,23 +32,32 @@ struct LocalChatBackend: ChatBackend {
     let directory: RoomDirectory
     let store: HistoryStore
 
-    func join(room: String, user: String, connection: WebSocketConnection) async -> Result<[String], ChatError> {
-        await directory.join(room: room, user: user, connection: connection)
+    func join(room: String, user: String, connection: WebSocketConnection,
+              replacingStale: Bool) async -> Result<(users: [String], replaced: Bool), ChatError> {
+        await directory.join(room: room, user: user, connection: connection, replacingStale: replacingStale)
     }
 
-    func leave(room: String, user: String, connection: WebSocketConnection) async {
+    func leave(room: String, user: String, connection: WebSocketConnection) async -> Bool {
         await directory.leave(room: room, user: user, connection: connection)
     }
 
     func post(room: String, user: String, text: String) async throws -> ServerEvent.Message {
-        // Persist first: a broadcast message is never lost by a crash or restart.
-        let stored = try await store.append(room: room, user: user, text: text, ts: EventStamp.nowMillis())
-        await server.publish(text: ServerEvent.message(stored).line, to: RoomDirectory.topic(room))
-        return stored
+        // Persist first: a broadcast message is never lost by a crash or restart. Stored and
+        // handed to the subscribers in one step of the store: broadcast in id order.
+        let server = self.server
+        return try await store.append(room: room, user: user, text: text, ts: EventStamp.nowMillis()) { stored in
+            server.publishNow(.text(Array(ServerEvent.message(stored).line.utf8)), to: RoomDirectory.topic(room))
+        }
     }
 
     func recent(room: String) async throws -> [ServerEvent.Message] {
         try await store.recent(room: room)
+    }
+
+    func messages(room: String, after id: Int64) async throws -> (messages: [ServerEvent.Message], complete: Bool) {
+        let rows = try await store.messages(room: room, after: id, limit: ChatLimits.resumeHistoryCount + 1)
+        let complete = rows.count <= ChatLimits.resumeHistoryCount
+        return (complete ? rows : Array(rows.suffix(ChatLimits.resumeHistoryCount)), complete)
     }
 
     func close() async { await store.close() }

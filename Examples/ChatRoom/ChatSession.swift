@@ -47,7 +47,8 @@ struct ChatSession {
     /// Connection gone: tell each room.
     private mutating func leaveEveryRoom() async {
         for (room, user) in joined {
-            await backend.leave(room: room, user: user, connection: connection)
+            // Not this connection's any more (a re-join took the name over): nobody left.
+            guard await backend.leave(room: room, user: user, connection: connection) else { continue }
             await publish(ServerEvent(type: "leave", id: EventStamp.nextID(), ts: EventStamp.nowMillis(), room: room, user: user),
                           to: room)
         }
@@ -56,16 +57,17 @@ struct ChatSession {
 
     private mutating func handle(_ command: ClientCommand) async throws {
         switch command {
-        case .join(let room, let user):
+        case .join(let room, let user, let since):
             if joined[room] != nil { return try await reply(.error(.alreadyJoined(room))) }
-            switch await backend.join(room: room, user: user, connection: connection) {
+            if let since { return try await rejoin(room: room, user: user, since: since) }
+            switch await backend.join(room: room, user: user, connection: connection, replacingStale: false) {
             case .failure(let e):
                 try await reply(.error(e))
-            case .success(let users):
+            case .success(let result):
                 joined[room] = user
                 await publish(ServerEvent(type: "join", id: EventStamp.nextID(), ts: EventStamp.nowMillis(), room: room, user: user),
                               to: room)
-                try await reply(ServerEvent(type: "presence", room: room, users: users))
+                try await reply(ServerEvent(type: "presence", room: room, users: result.users))
                 do {
                     let history = try await backend.recent(room: room)
                     try await reply(ServerEvent(type: "history", room: room, messages: history))
@@ -93,8 +95,49 @@ struct ChatSession {
             // Published before unsubscribing, so the leaver gets it too (as an acknowledgement).
             await publish(ServerEvent(type: "leave", id: EventStamp.nextID(), ts: EventStamp.nowMillis(), room: room, user: user),
                           to: room)
-            await backend.leave(room: room, user: user, connection: connection)
+            _ = await backend.leave(room: room, user: user, connection: connection)
             joined[room] = nil
+        }
+    }
+
+    /// A join with `since` (a re-join after a reconnect): the room's events are held for this
+    /// connection from before its presence is written until the history of what it missed is
+    /// sent, so the history and the live events join with no gap, no duplicate and in id order.
+    /// A stale presence of the same name (the connection the client lost) is taken over.
+    private mutating func rejoin(room: String, user: String, since: Int64) async throws {
+        let topic = RoomDirectory.topic(room)
+        let catchUp = await server.subscribeCatchingUp(connection, to: topic)
+        let result: (users: [String], replaced: Bool)
+        switch await backend.join(room: room, user: user, connection: connection, replacingStale: true) {
+        case .failure(let e):
+            await catchUp.cancel()
+            server.unsubscribe(connection, from: topic)
+            return try await reply(.error(e))
+        case .success(let r):
+            result = r
+        }
+        joined[room] = user
+        // Still present for the others (its old connection was not noticed gone yet): no join event.
+        if !result.replaced {
+            await publish(ServerEvent(type: "join", id: EventStamp.nextID(), ts: EventStamp.nowMillis(), room: room, user: user),
+                          to: room)
+        }
+        try await reply(ServerEvent(type: "presence", room: room, users: result.users))
+        let history: ServerEvent
+        let newest: Int64
+        do {
+            let missed = try await backend.messages(room: room, after: since)
+            history = ServerEvent(type: "history", room: room, messages: missed.messages, complete: missed.complete)
+            newest = max(since, missed.messages.last?.id ?? since)
+        } catch {
+            await catchUp.cancel()
+            return try await reply(.error(error as? ChatError ?? .internalError))
+        }
+        // Live messages the history already holds (published while it was read, or reaching this
+        // node late from another one) are skipped; the first newer one ends the filtering.
+        try await catchUp.finish(sending: .text(Array(history.line.utf8))) { payload in
+            guard let id = MessageEventID.of(payload) else { return .deliver }
+            return id <= newest ? .skip : .deliverAndStopFiltering
         }
     }
 

@@ -13,10 +13,19 @@ actor HistoryStore {
         db = try SQLiteDatabase(path: path)
     }
 
-    /// Stores a message and returns it with its row id.
-    func append(room: String, user: String, text: String, ts: Int64) throws -> ServerEvent.Message {
+    /// Stores a message, hands it to `then` in the same step (so what `then` does happens in id
+    /// order), and returns it with its row id.
+    func append(room: String, user: String, text: String, ts: Int64,
+                then: (ServerEvent.Message) -> Void = { _ in }) throws -> ServerEvent.Message {
         let id = try db.insert(room: room, user: user, text: text, ts: ts)
-        return ServerEvent.Message(id: id, room: room, user: user, text: text, ts: ts)
+        let stored = ServerEvent.Message(id: id, room: room, user: user, text: text, ts: ts)
+        then(stored)
+        return stored
+    }
+
+    /// The newest `limit` messages of `room` with an id above `id`, oldest first.
+    func messages(room: String, after id: Int64, limit: Int) throws -> [ServerEvent.Message] {
+        try db.messages(room: room, after: id, limit: limit)
     }
 
     /// The last `limit` messages of `room`, oldest first.
@@ -32,6 +41,7 @@ final class SQLiteDatabase {
     private var handle: OpaquePointer?
     private var insertStatement: OpaquePointer?
     private var recentStatement: OpaquePointer?
+    private var afterStatement: OpaquePointer?
     /// `SQLITE_TRANSIENT`: SQLite copies bound strings.
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
@@ -54,6 +64,8 @@ final class SQLiteDatabase {
         try exec("CREATE INDEX IF NOT EXISTS messages_room_id ON messages(room, id)")
         insertStatement = try prepare("INSERT INTO messages(room, user, text, ts) VALUES (?1, ?2, ?3, ?4)")
         recentStatement = try prepare("SELECT id, room, user, text, ts FROM messages WHERE room = ?1 ORDER BY id DESC LIMIT ?2")
+        afterStatement = try prepare(
+            "SELECT id, room, user, text, ts FROM messages WHERE room = ?1 AND id > ?3 ORDER BY id DESC LIMIT ?2")
     }
 
     deinit { close() }
@@ -61,6 +73,7 @@ final class SQLiteDatabase {
     func close() {
         sqlite3_finalize(insertStatement); insertStatement = nil
         sqlite3_finalize(recentStatement); recentStatement = nil
+        sqlite3_finalize(afterStatement); afterStatement = nil
         if let h = handle { sqlite3_close_v2(h) }
         handle = nil
     }
@@ -77,10 +90,20 @@ final class SQLiteDatabase {
     }
 
     func recent(room: String, limit: Int) throws -> [ServerEvent.Message] {
-        guard let s = recentStatement else { throw HistoryStore.Failure(description: "database closed") }
+        try select(recentStatement, room: room, limit: limit, after: nil)
+    }
+
+    func messages(room: String, after id: Int64, limit: Int) throws -> [ServerEvent.Message] {
+        try select(afterStatement, room: room, limit: limit, after: id)
+    }
+
+    /// Rows of `statement` (newest first in SQL), returned oldest first.
+    private func select(_ statement: OpaquePointer?, room: String, limit: Int, after id: Int64?) throws -> [ServerEvent.Message] {
+        guard let s = statement else { throw HistoryStore.Failure(description: "database closed") }
         defer { sqlite3_reset(s); sqlite3_clear_bindings(s) }
         sqlite3_bind_text(s, 1, room, -1, Self.transient)
         sqlite3_bind_int64(s, 2, Int64(limit))
+        if let id { sqlite3_bind_int64(s, 3, id) }
         var rows: [ServerEvent.Message] = []
         while true {
             let rc = sqlite3_step(s)

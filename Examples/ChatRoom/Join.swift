@@ -37,9 +37,11 @@ struct Join: AsyncParsableCommand {
         let joined = JoinedRooms(user: user, rooms: [room])
         let socket = SocketAdapter(reconnect: reconnect
             ? ReconnectPolicy(baseDelay: .milliseconds(250), maxDelay: .seconds(5)) : .never)
+        // Re-joins with the last message id seen in each room: the server sends what was missed
+        // (exactly once, in order) and takes over this user's stale presence.
         await socket.onReconnect { socket in
-            for room in await joined.rooms {
-                try await socket.send(command: ChatCommand.join(room: room, user: joined.user))
+            for (room, since) in await joined.resumePoints() {
+                try await socket.send(command: ChatCommand.join(room: room, user: joined.user, since: since))
             }
         }
         let stateReporter = Task {
@@ -107,6 +109,7 @@ struct Join: AsyncParsableCommand {
         }
 
         for await line in lines {
+            if let event = try? JSONDecoder().decode(ServerEvent.self, from: line) { await joined.saw(event) }
             if let text = EventFormatter.format(line) { Terminal.print(text) }
         }
         input.cancel()
@@ -119,17 +122,34 @@ struct Join: AsyncParsableCommand {
     }
 }
 
-/// The rooms to join again after a reconnect.
+/// The rooms to join again after a reconnect, and the last message id seen in each.
 actor JoinedRooms {
     nonisolated let user: String
     private(set) var rooms: [String]
     private(set) var hasConnectedOnce = false
+    private var lastSeen: [String: Int64] = [:]
     init(user: String, rooms: [String]) {
         self.user = user
         self.rooms = rooms
     }
     func set(_ rooms: [String]) { self.rooms = rooms }
     func markConnected() { hasConnectedOnce = true }
+
+    /// Remembers the newest message id of a `message` or `history` event.
+    func saw(_ event: ServerEvent) {
+        guard let room = event.room else { return }
+        let ids: [Int64] = switch event.type {
+        case "message": event.id.map { [$0] } ?? []
+        case "history": (event.messages ?? []).map(\.id)
+        default: []
+        }
+        if let newest = ids.max(), newest > lastSeen[room] ?? 0 { lastSeen[room] = newest }
+    }
+
+    /// Each joined room with the id to resume after (0: no message seen yet).
+    func resumePoints() -> [(room: String, since: Int64)] {
+        rooms.map { ($0, lastSeen[$0] ?? 0) }
+    }
 }
 
 actor QuitFlag {
@@ -151,9 +171,10 @@ enum EventFormatter {
         case "typing": return e.isTyping == true ? "\(r) * \(e.user ?? "?") is typing…" : nil
         case "presence": return "\(r) users: \((e.users ?? []).joined(separator: ", "))"
         case "history":
-            let messages = e.messages ?? []
-            if messages.isEmpty { return nil }
-            return messages.map { "\(r) \($0.user): \($0.text)" }.joined(separator: "\n")
+            var lines = (e.messages ?? []).map { "\(r) \($0.user): \($0.text)" }
+            // After a reconnect: more was missed than the server sends back.
+            if e.complete == false { lines.insert("\(r) * earlier messages were missed (not all are kept)", at: 0) }
+            return lines.isEmpty ? nil : lines.joined(separator: "\n")
         case "error":
             let retry = e.error?.retry_after.map { " (retry after \($0) s)" } ?? ""
             return "! \(e.error?.message ?? "error")\(retry)"

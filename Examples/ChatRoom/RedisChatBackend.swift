@@ -24,7 +24,7 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     let prefix: String
     let presenceTTL: Duration
     let logger: Logger
-    /// Messages kept per room's stream (approximately: `MAXLEN ~`).
+    /// Messages kept per room's stream (exactly; the newest trimmed id is remembered).
     static let streamLength = 1000
     private var heartbeat: Task<Void, Never>?
     /// Set once a heartbeat registered this node.
@@ -66,6 +66,11 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
 
     private func key(_ parts: String...) -> String { prefix + "chat:" + parts.joined(separator: ":") }
     private func historyKey(_ room: String) -> String { key("room", room, "history") }
+    /// The id of the newest message trimmed from the room's stream (older ones are gone).
+    private func trimmedKey(_ room: String) -> String { key("room", room, "trimmed") }
+    /// Set when a message found no last id (Redis empty: new, or restarted without
+    /// persistence): every id at or below it may have been lost.
+    private var resetKey: String { key("reset-at") }
     /// One for every room: ids are unique across rooms, as SQLite's row ids are.
     private var lastIDKey: String { key("last-id") }
     private func presenceKey(_ room: String) -> String { key("room", room, "presence") }
@@ -93,28 +98,30 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
 
     // MARK: Presence
 
-    func join(room: String, user: String, connection: WebSocketConnection) async -> Result<[String], ChatError> {
+    func join(room: String, user: String, connection: WebSocketConnection,
+              replacingStale: Bool) async -> Result<(users: [String], replaced: Bool), ChatError> {
         let values: RESPValue
         do {
             values = try await redis.send(["EVAL", Self.joinScript, "2", presenceKey(room), membersKey(node),
-                                           user.lowercased(), node, user, room])
+                                           user.lowercased(), node, user, room, replacingStale ? "1" : "0"])
         } catch {
             logger.warning("join failed", metadata: ["error": "\(error)"])
             return .failure(.unavailable)
         }
-        guard case .array(let entries) = values else { return .failure(.nameTaken(user, room)) }
-        switch await directory.join(room: room, user: user, connection: connection) {
+        guard case .array(let reply) = values, reply.count == 2, let replacedInRedis = reply[0].int,
+              case .array(let entries) = reply[1] else { return .failure(.nameTaken(user, room)) }
+        switch await directory.join(room: room, user: user, connection: connection, replacingStale: replacingStale) {
         case .failure(let e):
             // Taken on this node although Redis had it free (Redis lost its data before this
             // node wrote its users again): the entry just written is this node's, for the same
             // name, so it stands for the user already here. Nothing to undo.
             return .failure(e)
-        case .success:
+        case .success(let local):
             // Subscribed here; wait until other nodes' events reach us before reading state.
             if !(await server.waitUntilReceivingFromOtherProcesses(RoomDirectory.topic(room))) {
                 logger.warning("joined while Redis pub/sub is down", metadata: ["room": "\(room)"])
             }
-            return .success(Self.presence(entries))
+            return .success((Self.presence(entries), local.replaced || replacedInRedis == 1))
         }
     }
 
@@ -130,14 +137,16 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         .map(\.1)
     }
 
-    func leave(room: String, user: String, connection: WebSocketConnection) async {
-        await directory.leave(room: room, user: user, connection: connection)
+    func leave(room: String, user: String, connection: WebSocketConnection) async -> Bool {
+        // Taken over by a re-join on this node: the user is still here.
+        guard await directory.leave(room: room, user: user, connection: connection) else { return false }
         do {
             try await redis.send(["EVAL", Self.leaveScript, "2", presenceKey(room), membersKey(node),
                                   user.lowercased(), node, room])
         } catch {
             logger.warning("leave not recorded in Redis", metadata: ["error": "\(error)"])
         }
+        return true
     }
 
     // MARK: History
@@ -158,8 +167,8 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         // From no node: every node delivers it, this one too, in Redis's order.
         let header = backplane.envelopeHeader(binary: false, fromThisProcess: false)
         let reply = try await Self.unavailableIfDown { () async throws(RedisError) -> RESPValue in try await self.redis.send(bytes: [
-            Array("EVAL".utf8), Array(Self.postScript.utf8), Array("2".utf8),
-            Array(historyKey(room).utf8), Array(lastIDKey.utf8),
+            Array("EVAL".utf8), Array(Self.postScript.utf8), Array("4".utf8),
+            Array(historyKey(room).utf8), Array(lastIDKey.utf8), Array(trimmedKey(room).utf8), Array(resetKey.utf8),
             Array(String(Self.streamLength).utf8), Array(user.utf8), Array(text.utf8), Array(channel.utf8),
             header + Array(head.utf8), Array(middle.utf8), Array(tail.utf8),
         ]) }
@@ -173,6 +182,32 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         let reply = try await Self.unavailableIfDown { () async throws(RedisError) -> RESPValue in
             try await self.redis.send("XREVRANGE", self.historyKey(room), "+", "-", "COUNT", String(ChatLimits.historyCount))
         }
+        return Self.messages(fromNewestFirst: reply, room: room)
+    }
+
+    func messages(room: String, after id: Int64) async throws -> (messages: [ServerEvent.Message], complete: Bool) {
+        let limit = ChatLimits.resumeHistoryCount
+        let replies = try await Self.unavailableIfDown { () async throws(RedisError) -> RESPValue in
+            .array([
+                try await self.redis.send(["XREVRANGE", self.historyKey(room), "+", "(" + Self.streamID(messageID: id),
+                                           "COUNT", String(limit + 1)]),
+                try await self.redis.send("GET", self.trimmedKey(room)),
+                try await self.redis.send("GET", self.resetKey),
+            ])
+        }
+        guard case .array(let parts) = replies, parts.count == 3 else {
+            throw ChatBackendFailure(description: "unexpected reply to the history commands")
+        }
+        let rows = Self.messages(fromNewestFirst: parts[0], room: room)
+        // Trimmed from the stream, or lost with Redis's data: what is at or below these ids may be gone.
+        let trimmed = parts[1].string.flatMap { Self.messageID(streamID: $0) } ?? 0
+        let reset = parts[2].string.flatMap { Int64($0) } ?? 0
+        let complete = rows.count <= limit && id >= trimmed && (id == 0 || id >= reset)
+        return (Array(rows.suffix(limit)), complete)
+    }
+
+    /// Stream entries (newest first) → messages, oldest first.
+    private static func messages(fromNewestFirst reply: RESPValue, room: String) -> [ServerEvent.Message] {
         guard case .array(let entries) = reply else { return [] }
         return entries.compactMap { entry -> ServerEvent.Message? in
             guard case .array(let pair) = entry, pair.count == 2, let sid = pair[0].string,
@@ -189,6 +224,12 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
             return ServerEvent.Message(id: id, room: room, user: user, text: text, ts: ts)
         }
         .reversed()
+    }
+
+    /// `ms * 1000 + seq` → `ms-seq` (the inverse of ``messageID(streamID:)``).
+    static func streamID(messageID id: Int64) -> String {
+        let clamped = max(0, id)
+        return "\(clamped / 1000)-\(clamped % 1000)"
     }
 
     /// Redis unreachable (or lost mid-command) → `unavailable` for the client; other errors as they are.
@@ -250,7 +291,7 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     private func resync() async throws {
         for (room, user) in await directory.members() {
             try await redis.send(["EVAL", Self.joinScript, "2", presenceKey(room), membersKey(node),
-                                       user.lowercased(), node, user, room])
+                                  user.lowercased(), node, user, room, "0"])
         }
     }
 
@@ -260,14 +301,25 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     private static let tsSentinel: Int64 = 7_654_321_098_765_432
 
     /// KEYS: presence hash, this node's member set. ARGV: key (lower-cased name), node, name,
-    /// room. Nil if the name is taken (by another node, or by a live entry of this one).
+    /// room, "1" to take over a name already present (a re-join after a reconnect; the entry
+    /// keeps its join time, so its place in the list). Returns {replaced (0/1), presence
+    /// entries}, or nil if the name is taken and not taken over.
     static let joinScript = """
         local cur = redis.call('HGET', KEYS[1], ARGV[1])
-        if cur then return false end
-        local t = redis.call('TIME')
-        redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. '\\t' .. t[1] .. string.format('%06d', tonumber(t[2])) .. '\\t' .. ARGV[3])
+        local replaced = 0
+        local time
+        if cur then
+          if ARGV[5] ~= '1' then return false end
+          replaced = 1
+          time = string.match(cur, '^[^\\t]*\\t([^\\t]*)\\t')
+        end
+        if not time then
+          local t = redis.call('TIME')
+          time = t[1] .. string.format('%06d', tonumber(t[2]))
+        end
+        redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. '\\t' .. time .. '\\t' .. ARGV[3])
         redis.call('SADD', KEYS[2], ARGV[4] .. '\\n' .. ARGV[1])
-        return redis.call('HVALS', KEYS[1])
+        return {replaced, redis.call('HVALS', KEYS[1])}
         """
 
     /// KEYS: presence hash, this node's member set. ARGV: key, node, room.
@@ -278,20 +330,29 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         return 1
         """
 
-    /// KEYS: history stream, last-id key. ARGV: max length, user, text, channel, envelope header
-    /// plus the JSON before the id, the JSON between id and ts, the JSON after ts. Returns {id, ts}.
+    /// KEYS: history stream, last-id key, the room's trimmed-id key, the reset key. ARGV: max
+    /// length, user, text, channel, envelope header plus the JSON before the id, the JSON
+    /// between id and ts, the JSON after ts. Returns {id, ts}. The stream is trimmed exactly to
+    /// its length, remembering the newest trimmed entry (a `since` at or above it is complete).
     static let postScript = """
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-        local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+        local lastRaw = redis.call('GET', KEYS[2])
+        local last = tonumber(lastRaw or '0')
         local id = now * 1000
         if id <= last then id = last + 1 end
+        if not lastRaw then redis.call('SET', KEYS[4], string.format('%d', id - 1)) end
         local ms = math.floor(id / 1000)
         local seq = id - ms * 1000
         local ids = string.format('%d', id)
         local mss = string.format('%d', ms)
-        redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], mss .. '-' .. string.format('%d', seq),
-                   'user', ARGV[2], 'text', ARGV[3], 'ts', mss)
+        redis.call('XADD', KEYS[1], mss .. '-' .. string.format('%d', seq), 'user', ARGV[2], 'text', ARGV[3], 'ts', mss)
+        local over = redis.call('XLEN', KEYS[1]) - tonumber(ARGV[1])
+        if over > 0 then
+          local old = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', over)
+          redis.call('XTRIM', KEYS[1], 'MAXLEN', ARGV[1])
+          redis.call('SET', KEYS[3], old[#old][1])
+        end
         redis.call('SET', KEYS[2], ids)
         redis.call('PUBLISH', ARGV[4], ARGV[5] .. ids .. ARGV[6] .. mss .. ARGV[7])
         return {id, ms}

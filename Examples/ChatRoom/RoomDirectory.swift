@@ -5,7 +5,7 @@ import ChatRoomCore
 /// Who is in which room. Joining checks the name and subscribes the connection to the room's
 /// topic in one step, so a joiner never misses an event published after its presence snapshot.
 actor RoomDirectory {
-    private struct Member { var name: String; var connection: ObjectIdentifier }
+    private struct Member { var name: String; var connection: WebSocketConnection }
     /// room → lower-cased user name → member, plus join order for presence.
     private var rooms: [String: [String: Member]] = [:]
     private var order: [String: [String]] = [:]
@@ -15,24 +15,41 @@ actor RoomDirectory {
 
     static func topic(_ room: String) -> String { "room:" + room }
 
-    /// Adds `user` to `room` and subscribes `connection`; returns the presence list (join order).
-    func join(room: String, user: String, connection: WebSocketConnection) -> Result<[String], ChatError> {
+    /// Adds `user` to `room` and subscribes `connection`; returns the presence list (join order)
+    /// and whether the name was already present. With `replacingStale` (a re-join after a
+    /// reconnect) a name held by another connection is taken over: that connection leaves the
+    /// room's topic, keeps no membership, and the user keeps its place in the list; without it,
+    /// `name_taken`.
+    func join(room: String, user: String, connection: WebSocketConnection,
+              replacingStale: Bool = false) -> Result<(users: [String], replaced: Bool), ChatError> {
         let key = user.lowercased()
-        if rooms[room]?[key] != nil { return .failure(.nameTaken(user, room)) }
-        rooms[room, default: [:]][key] = Member(name: user, connection: ObjectIdentifier(connection))
-        order[room, default: []].append(key)
+        var replaced = false
+        if let current = rooms[room]?[key] {
+            guard replacingStale, current.connection !== connection else { return .failure(.nameTaken(user, room)) }
+            server.unsubscribe(current.connection, from: Self.topic(room))
+            replaced = true
+        } else {
+            order[room, default: []].append(key)
+        }
+        rooms[room, default: [:]][key] = Member(name: user, connection: connection)
         server.subscribe(connection, to: Self.topic(room))
-        return .success(users(in: room))
+        return .success((users(in: room), replaced))
     }
 
-    /// Removes `user` from `room` and unsubscribes `connection`.
-    func leave(room: String, user: String, connection: WebSocketConnection) {
+    /// Removes `user` from `room` and unsubscribes `connection`; false (nothing done) when the
+    /// name is not this connection's (a re-join took it over).
+    @discardableResult
+    func leave(room: String, user: String, connection: WebSocketConnection) -> Bool {
         let key = user.lowercased()
-        guard rooms[room]?[key]?.connection == ObjectIdentifier(connection) else { return }
+        guard rooms[room]?[key]?.connection === connection else {
+            server.unsubscribe(connection, from: Self.topic(room))
+            return false
+        }
         rooms[room]?[key] = nil
         order[room]?.removeAll { $0 == key }
         if rooms[room]?.isEmpty == true { rooms[room] = nil; order[room] = nil }
         server.unsubscribe(connection, from: Self.topic(room))
+        return true
     }
 
     /// Every member on this server: (room, user name).

@@ -29,13 +29,15 @@ struct ServerEvent: Codable, Sendable {
     var isTyping: Bool?
     var users: [String]?
     var messages: [Message]?
+    /// In a `history` answering a `join` with `since`: whether every later message is included.
+    var complete: Bool?
     var error: ErrorBody?
 
     init(type: String, id: Int64? = nil, ts: Int64? = nil, room: String? = nil, user: String? = nil,
          text: String? = nil, isTyping: Bool? = nil, users: [String]? = nil, messages: [Message]? = nil,
-         error: ErrorBody? = nil) {
+         complete: Bool? = nil, error: ErrorBody? = nil) {
         self.type = type; self.id = id; self.ts = ts; self.room = room; self.user = user; self.text = text
-        self.isTyping = isTyping; self.users = users; self.messages = messages; self.error = error
+        self.isTyping = isTyping; self.users = users; self.messages = messages; self.complete = complete; self.error = error
     }
 
     static func message(_ m: Message) -> Self {
@@ -67,4 +69,14 @@ import Synchronization
 final class AtomicCounter: Sendable {
     private let value = Atomic<Int64>(0)
     func next() -> Int64 { value.add(1, ordering: .relaxed).newValue }
+}
+
+/// The id of a `message` event line (nil for any other event, or a line that is not one).
+enum MessageEventID {
+    private struct Head: Decodable { var type: String; var id: Int64? }
+
+    static func of(_ payload: [UInt8]) -> Int64? {
+        guard let head = try? JSONDecoder().decode(Head.self, from: Data(payload)), head.type == "message" else { return nil }
+        return head.id
+    }
 }

@@ -1,5 +1,7 @@
 /// The browser client served at `GET /`: self-contained HTML, CSS and JS (no CDN). It opens a
-/// WebSocket to `/v1/ws` on the same host, passing `?token=` through from the page URL.
+/// WebSocket to `/v1/ws` on the same host, passing `?token=` through from the page URL. When the
+/// connection drops it reconnects with backoff (0.25 s doubling to 5 s, with jitter) and re-joins
+/// its room with `since` (the last message id it showed), so nothing is lost or shown twice.
 enum WebPage {
     static let html = #"""
 <!doctype html>
@@ -61,6 +63,8 @@ enum WebPage {
   const wsURL = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/v1/ws" +
                 (token ? "?token=" + encodeURIComponent(token) : "");
   let ws = null, room = null, me = null, seen = new Set(), users = [], typers = new Map(), typingSent = false, typingTimer = null;
+  // The last message id shown (resume point), and the reconnection backoff.
+  let lastId = null, attempt = 0;
 
   function status(text) { $("status").textContent = text; }
   function line(cls, parts) {
@@ -71,7 +75,12 @@ enum WebPage {
     $("messages").scrollTop = $("messages").scrollHeight;
   }
   function showMessage(m) {
-    if (m.id != null) { if (seen.has(m.id)) return; seen.add(m.id); }
+    if (m.id != null) {
+      if (seen.has(m.id)) return;
+      seen.add(m.id);
+      if (lastId === null || m.id > lastId) lastId = m.id;
+      document.documentElement.dataset.lastId = String(lastId);
+    }
     line("", [["user", m.user], ["", ": " + m.text]]);
   }
   function renderPresence() {
@@ -89,7 +98,10 @@ enum WebPage {
     if (ev.room && room && ev.room !== room && ev.type !== "error") return;
     switch (ev.type) {
       case "message": showMessage(ev); typers.delete(ev.user); renderTyping(); break;
-      case "history": for (const m of ev.messages) showMessage(m); break;
+      case "history":
+        if (ev.complete === false) line("sys", [["", "earlier messages were missed (not all are kept)"]]);
+        for (const m of ev.messages) showMessage(m);
+        break;
       case "presence": users = ev.users.slice(); renderPresence(); break;
       case "join":
         if (ev.user !== me) { users.push(ev.user); renderPresence(); }
@@ -120,6 +132,13 @@ enum WebPage {
       // What the handshake negotiated (e.g. permessage-deflate), for the curious and for tests.
       document.documentElement.dataset.wsExtensions = ws.extensions;
       status(ws.extensions ? "connected (compressed)" : "connected"); $("join").disabled = false;
+      attempt = 0;
+      if (room) {
+        // A re-join: the server sends what was missed after lastId and replaces our stale presence.
+        send({ type: "join", room, user: me, since: lastId === null ? 0 : lastId });
+        setJoined(true);
+        document.documentElement.dataset.reconnects = String(Number(document.documentElement.dataset.reconnects || 0) + 1);
+      }
     };
     ws.onmessage = (e) => {
       buffer += e.data;
@@ -131,8 +150,12 @@ enum WebPage {
       }
     };
     ws.onclose = (e) => {
-      status("disconnected (" + e.code + (e.reason ? " " + e.reason : "") + ")");
-      $("join").disabled = true; setJoined(false); room = null;
+      $("join").disabled = true; setJoined(false);
+      attempt += 1;
+      const delay = Math.min(5000, 250 * Math.pow(2, attempt - 1)) * (0.5 + Math.random() / 2);
+      status("disconnected (" + e.code + (e.reason ? " " + e.reason : "") + "); reconnecting in " +
+             (delay / 1000).toFixed(1) + " s");
+      setTimeout(connect, delay);
     };
   }
 
@@ -140,7 +163,7 @@ enum WebPage {
     const r = $("room").value.trim(), u = $("user").value.trim();
     if (!r || !u) { line("err", [["", "! enter a room and a name"]]); return; }
     if (room) send({ type: "leave", room });
-    room = r; me = u; seen = new Set(); users = []; typers.clear();
+    room = r; me = u; seen = new Set(); lastId = null; users = []; typers.clear();
     $("messages").textContent = ""; renderPresence(); renderTyping();
     send({ type: "join", room: r, user: u });
     setJoined(true);

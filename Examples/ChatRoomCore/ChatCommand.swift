@@ -4,18 +4,20 @@ import SwitchboardCore
 /// The chat's client→server commands, each sent as one compact JSON line (`JSONSocketCommand`).
 /// Shared with the test target (symlinked into Tests/ChatRoomTests/Shared).
 package enum ChatCommand: JSONSocketCommand, Equatable {
-    case join(room: String, user: String)
+    /// `since`: the last message id seen in the room (a re-join after a reconnect).
+    case join(room: String, user: String, since: Int64? = nil)
     case message(room: String, text: String)
     case leave(room: String)
     case typing(room: String, isTyping: Bool)
 
-    private enum Key: String, CodingKey { case type, room, user, text, isTyping }
+    private enum Key: String, CodingKey { case type, room, user, since, text, isTyping }
 
     package func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Key.self)
         switch self {
-        case .join(let room, let user):
+        case .join(let room, let user, let since):
             try c.encode("join", forKey: .type); try c.encode(room, forKey: .room); try c.encode(user, forKey: .user)
+            try c.encodeIfPresent(since, forKey: .since)
         case .message(let room, let text):
             try c.encode("message", forKey: .type); try c.encode(room, forKey: .room); try c.encode(text, forKey: .text)
         case .leave(let room):

@@ -5,6 +5,10 @@ package enum ChatLimits {
     package static let maxNameLength = 64
     package static let maxTextLength = 2000
     package static let historyCount = 50
+    /// Most messages in a `history` answering a `join` with `since`.
+    package static let resumeHistoryCount = 500
+    /// Largest `since` accepted: ids stay below 2^53 (exact in JavaScript).
+    package static let maxMessageID: Int64 = 1 << 53
 }
 
 /// A protocol error sent as `{"type":"error","error":{"message","type","code"[,"retry_after"]}}`.
@@ -54,7 +58,9 @@ package struct ChatError: Error, Equatable, Sendable {
 
 /// A client→server command, validated.
 package enum ClientCommand: Equatable, Sendable {
-    case join(room: String, user: String)
+    /// `since`: the last message id the client saw in the room (a re-join): the history holds
+    /// the messages after it, and the user's stale presence is replaced.
+    case join(room: String, user: String, since: Int64? = nil)
     case message(room: String, text: String)
     case leave(room: String)
     case typing(room: String, isTyping: Bool)
@@ -78,7 +84,7 @@ package enum ChatValidation {
             case "join":
                 let room = try validName(try string(dict, "room"), field: "room")
                 let user = try validName(try string(dict, "user"), field: "user")
-                return .success(.join(room: room, user: user))
+                return .success(.join(room: room, user: user, since: try since(dict)))
             case "message":
                 let room = try validName(try string(dict, "room"), field: "room")
                 let text = try string(dict, "text")
@@ -97,6 +103,16 @@ package enum ChatValidation {
         } catch {
             return .failure(error)
         }
+    }
+
+    /// `since`: absent (or null), or an integer 0…2^53.
+    private static func since(_ dict: [String: JSONValue]) throws(ChatError) -> Int64? {
+        guard let raw = dict["since"], raw != .null else { return nil }
+        guard case .number(let n) = raw, n.isFinite, n >= 0, n <= Double(ChatLimits.maxMessageID),
+              let id = Int64(exactly: n) else {
+            throw .invalidField("since", "a non-negative integer message id")
+        }
+        return id
     }
 
     private static func string(_ dict: [String: JSONValue], _ key: String) throws(ChatError) -> String {

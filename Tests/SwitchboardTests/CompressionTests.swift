@@ -131,7 +131,7 @@ struct CompressionTests {
     /// the same parameters gets the same bytes, which inflate to the message.
     @Test func publicationIsCompressedOncePerParameterSet() throws {
         let text = Array(Self.json(3000).utf8)
-        let publication = TopicPublication(opcode: .text, payload: text, compress: true)
+        let publication = TopicPublication(topic: "t", opcode: .text, payload: text, compress: true)
         let streams = PerMessageDeflateSharedStreams()
         let key15 = PerMessageDeflateSharedStreams.CompressorKey(windowBits: 15, level: 6, memoryLevel: 8)
         let key10 = PerMessageDeflateSharedStreams.CompressorKey(windowBits: 10, level: 6, memoryLevel: 8)

@@ -31,7 +31,9 @@ public actor SocketAdapter: SocketClient {
     public nonisolated let logger: Logger
     /// Shared by this adapter's connections: the logger they use, without a copy each.
     private nonisolated let counters: ConnectionCounters
-    private var options: WebSocketClientOptions?
+    /// Makes the options of each attempt: the endpoint is asked anew every time, so a request
+    /// target that depends on state (a resume position in the query) is current on reconnect.
+    private var makeOptions: (@Sendable () async throws(SwitchboardError) -> WebSocketClientOptions)?
     private var connection: WebSocketConnection? {
         didSet { outbox.withLock { $0.connectionChanged(to: connection) } }
     }
@@ -74,7 +76,19 @@ public actor SocketAdapter: SocketClient {
     /// Opens the connection and returns its lines (split on `\n` / `\r\n`, one element per
     /// line, lines may span messages). Closes any previous connection first. Throws if the
     /// first attempt fails (reconnection applies to connections lost later).
+    ///
+    /// The endpoint's properties are read again before every reconnection attempt (a type whose
+    /// `queryItems` reads shared state gets its current value); to hand over a new endpoint
+    /// value each time, use ``connect(resolving:)``.
     public func connect(to endpoint: some SocketEndpoint) async throws(SwitchboardError) -> AsyncStream<Data> {
+        try await connect(resolving: { endpoint })
+    }
+
+    /// Like ``connect(to:)``, with the endpoint made by `endpoint` before the first attempt and
+    /// before every reconnection attempt: the place to put what must change between attempts,
+    /// such as the position to resume from (`last_seq`, `since`) in the query. An error thrown
+    /// there ends the connection (first attempt) or the reconnection, like a refused connect.
+    public func connect(resolving endpoint: @escaping @Sendable () async throws(SwitchboardError) -> any SocketEndpoint) async throws(SwitchboardError) -> AsyncStream<Data> {
         try await start(endpoint)
         let buffer = LineBatchBuffer()
         return AsyncStream(unfolding: { [self] in await buffer.next { await self.nextLines() } },
@@ -83,6 +97,12 @@ public actor SocketAdapter: SocketClient {
 
     /// Opens the connection and returns whole messages instead of lines.
     public func connectMessages(to endpoint: some SocketEndpoint) async throws(SwitchboardError) -> AsyncStream<WebSocketMessage> {
+        try await connectMessages(resolving: { endpoint })
+    }
+
+    /// Like ``connectMessages(to:)``, with the endpoint made anew before every attempt (see
+    /// ``connect(resolving:)``).
+    public func connectMessages(resolving endpoint: @escaping @Sendable () async throws(SwitchboardError) -> any SocketEndpoint) async throws(SwitchboardError) -> AsyncStream<WebSocketMessage> {
         try await start(endpoint)
         return AsyncStream(unfolding: { [self] in await self.nextMessage() },
                            onCancel: { [self] in Task { await self.close(code: .goingAway) } })
@@ -94,7 +114,7 @@ public actor SocketAdapter: SocketClient {
         reconnectHook = hook
     }
 
-    private func start(_ endpoint: some SocketEndpoint) async throws(SwitchboardError) {
+    private func start(_ endpoint: @escaping @Sendable () async throws(SwitchboardError) -> any SocketEndpoint) async throws(SwitchboardError) {
         if let old = connection {
             connection = nil
             await old.close()
@@ -104,11 +124,13 @@ public actor SocketAdapter: SocketClient {
         userClosed = false
         ended = nil
         queuedCommands = []
-        let options = try endpoint.clientOptions()
-        self.options = options
+        let makeOptions: @Sendable () async throws(SwitchboardError) -> WebSocketClientOptions = {
+            () async throws(SwitchboardError) in try await endpoint().clientOptions()
+        }
+        self.makeOptions = makeOptions
         stateContinuation.yield(.connecting)
         do {
-            try await install(open(options))
+            try await install(open(makeOptions()))
         } catch {
             ended = (nil, error)
             stateContinuation.yield(.closed(code: nil, reason: "", error: error))
@@ -219,13 +241,13 @@ public actor SocketAdapter: SocketClient {
             let delay = policy.delay(forAttempt: attempt, using: &rng)
             stateContinuation.yield(.reconnecting(attempt: attempt, delay: delay))
             try? await Task.sleep(for: delay)
-            guard !userClosed, !Task.isCancelled, let options else {
+            guard !userClosed, !Task.isCancelled, let makeOptions else {
                 finish(status: ended?.status, error: lastError)
                 return
             }
             stateContinuation.yield(.connecting)
             do {
-                let c = try await open(options)
+                let c = try await open(makeOptions())
                 guard !userClosed else {
                     await c.close(code: .goingAway)
                     finish(status: ended?.status, error: lastError)

@@ -150,6 +150,25 @@ extension WebSocketConnection {
     /// message itself. Returns whether the message was queued.
     func trySend(_ publication: TopicPublication) -> Bool {
         guard role == .server, isOpen else { return false }
+        if let catchUps = topicCatchUps,
+           let step = catchUps.step(for: publication, limit: configuration.outboundLimit) {
+            switch step {
+            case .held(let overLimit):
+                guard overLimit else { return true }
+                counters?.slowConsumerClosed()
+                startClose(code: .tryAgainLater, reason: "slow consumer")
+                return false
+            case .skip:
+                return false
+            case .deliver:
+                if catchUps.entries.isEmpty { topicCatchUps = nil }
+            }
+        }
+        return sendPublication(publication)
+    }
+
+    /// Queues a topic's frame (``trySend(_:)`` once catch-up had its say).
+    private func sendPublication(_ publication: TopicPublication) -> Bool {
         if !channel.isWritable {
             counters?.slowConsumerClosed()
             startClose(code: .tryAgainLater, reason: "slow consumer")
@@ -204,5 +223,51 @@ extension WebSocketConnection {
         if let error { return error }
         if let s = closeStatus { return .closed(code: s.code, reason: s.reason) }
         return .closed(code: .normalClosure, reason: "closing")
+    }
+}
+
+
+// MARK: Topic catch-up
+
+extension WebSocketConnection {
+    /// Starts holding `topic`'s publications (``WebSocketServer/subscribeCatchingUp(_:to:)``).
+    func beginCatchUp(_ topic: String) -> UInt64 {
+        let catchUps = topicCatchUps ?? ConnectionTopicCatchUps()
+        topicCatchUps = catchUps
+        return catchUps.begin(topic)
+    }
+
+    /// ``TopicCatchUp/finish(sending:filter:)``: `first`, then the held publications through
+    /// `filter`, in order; `filter` stays for later ones until it says stop.
+    func finishCatchUp(topic: String, generation: UInt64, first: WebSocketMessage?,
+                       filter: (@Sendable ([UInt8]) -> TopicCatchUpDecision)?) async throws(SwitchboardError) {
+        if let first {
+            do {
+                try await send(first)
+            } catch {
+                _ = topicCatchUps?.release(topic, generation: generation, filter: nil)
+                if topicCatchUps?.entries.isEmpty == true { topicCatchUps = nil }
+                throw error
+            }
+        }
+        // From here to the end no suspension: the held publications go out before any later one.
+        guard let catchUps = topicCatchUps,
+              let held = catchUps.release(topic, generation: generation, filter: filter) else { return }
+        var filtering = filter
+        for publication in held {
+            if let f = filtering {
+                switch f(publication.payload) {
+                case .skip:
+                    continue
+                case .deliver:
+                    break
+                case .deliverAndStopFiltering:
+                    filtering = nil
+                    if catchUps.entries[topic]?.generation == generation { catchUps.entries[topic] = nil }
+                }
+            }
+            _ = sendPublication(publication)
+        }
+        if catchUps.entries.isEmpty { topicCatchUps = nil }
     }
 }

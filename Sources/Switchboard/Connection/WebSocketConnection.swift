@@ -86,6 +86,8 @@ public actor WebSocketConnection: EventLoopTimerTarget {
     private var keepaliveTimer: EventLoopTimer?
     /// Close-time state, allocated when first needed (see ``ConnectionClosingState``).
     private var closingState: ConnectionClosingState?
+    /// Topics in catch-up (``TopicCatchUp``); nil unless used.
+    var topicCatchUps: ConnectionTopicCatchUps?
     private var ensuredClosingState: ConnectionClosingState {
         if let s = closingState { return s }
         let s = ConnectionClosingState()

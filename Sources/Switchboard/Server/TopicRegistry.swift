@@ -152,7 +152,7 @@ final class TopicRegistry: Sendable {
         guard let subscribers = state.withLock({ $0.topics[topic] }),
               subscribers.count > (subscribers.contains(excluded) ? 1 : 0) else { return nil }
         if opcode == .text && (backplane == nil || fromBackplane) && !UTF8Validator.isValid(payload) { return nil }
-        return Delivery(publication: TopicPublication(opcode: opcode, payload: payload, compress: compress),
+        return Delivery(publication: TopicPublication(topic: topic, opcode: opcode, payload: payload, compress: compress),
                         groups: subscribers.loops)
     }
 
@@ -227,6 +227,8 @@ final class TopicRegistry: Sendable {
 /// parameters by the first subscriber's loop that needs it (RFC 7692 without context
 /// takeover: the compressed bytes are the same for every subscriber with those parameters).
 final class TopicPublication: Sendable {
+    /// The topic it was published to (a subscriber in catch-up holds its topic's publications).
+    let topic: String
     let opcode: WebSocketOpcode
     let payload: [UInt8]
     let frame: [UInt8]
@@ -234,7 +236,8 @@ final class TopicPublication: Sendable {
     let compress: Bool
     private let compressed = Mutex<[PerMessageDeflateSharedStreams.CompressorKey: [UInt8]]>([:])
 
-    init(opcode: WebSocketOpcode, payload: [UInt8], compress: Bool) {
+    init(topic: String, opcode: WebSocketOpcode, payload: [UInt8], compress: Bool) {
+        self.topic = topic
         self.opcode = opcode
         self.payload = payload
         self.compress = compress

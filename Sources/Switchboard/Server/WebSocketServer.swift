@@ -535,6 +535,17 @@ public final class WebSocketServer: Sendable {
         topics.subscribe(connection, to: topic)
     }
 
+    /// Subscribes `connection` to `topic` with the topic's publications held for it until
+    /// ``TopicCatchUp/finish(sending:filter:)``: read what the subscriber missed from your store
+    /// in between, then send it first, with no gap and no duplicate (see ``TopicCatchUp``).
+    /// With a backplane, also wait for ``waitUntilReceivingFromOtherProcesses(_:)`` before
+    /// reading the store.
+    public func subscribeCatchingUp(_ connection: WebSocketConnection, to topic: String) async -> TopicCatchUp {
+        let generation = await connection.beginCatchUp(topic)
+        _ = topics.subscribe(connection, to: topic)
+        return TopicCatchUp(topic: topic, connection: connection, generation: generation)
+    }
+
     /// Removes `connection` from `topic` (nothing happens if it was not subscribed).
     public func unsubscribe(_ connection: WebSocketConnection, from topic: String) {
         topics.unsubscribe(connection, from: topic)

@@ -15,10 +15,11 @@ struct Event: Decodable, Sendable, CustomStringConvertible {
     var isTyping: Bool?
     var users: [String]?
     var messages: [Event]?
+    var complete: Bool?
     var error: ErrorBody?
     var raw: String = ""
 
-    private enum CodingKeys: String, CodingKey { case type, id, ts, room, user, text, isTyping, users, messages, error }
+    private enum CodingKeys: String, CodingKey { case type, id, ts, room, user, text, isTyping, users, messages, complete, error }
 
     var description: String { raw.isEmpty ? "\(type) \(room ?? "") \(user ?? "") \(text ?? "")" : raw }
 
