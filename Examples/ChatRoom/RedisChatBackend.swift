@@ -32,6 +32,10 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     private let resyncNeeded = AtomicFlag()
     /// The backend's own connection (messages, presence) is up.
     private let commandsConnected = AtomicFlag()
+    /// Per room with local members: the newest message id this process has delivered (seen
+    /// from Redis, or in a history it read). After a pub/sub loss, what follows it in the
+    /// room's stream is what this process's clients missed.
+    private let lastSeen = LastSeenIDs()
 
     var node: String { backplane.nodeID }
 
@@ -58,6 +62,61 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
             Task { await trigger.backend?.beat() }
         }
         trigger.backend = self
+        let seen = lastSeen
+        backplane.observeReceived { topic, message in
+            guard let room = RoomDirectory.room(ofTopic: topic), case .text(let bytes) = message,
+                  let id = MessageEventID.of(bytes) else { return }
+            seen.saw(id, in: room)
+        }
+        backplane.onPossibleGap { topics in
+            let rooms = topics.compactMap(RoomDirectory.room(ofTopic:))
+            Task { await trigger.backend?.recover(rooms) }
+        }
+    }
+
+    private func noteSeen(_ room: String, _ messages: [ServerEvent.Message]) {
+        lastSeen.saw(messages.last?.id ?? 0, in: room)
+    }
+
+    /// After this process's pub/sub connection came back: each local client of `rooms` gets a
+    /// `history` of the messages published meanwhile (what follows the newest id this process
+    /// had delivered), joined to the live events with no gap or duplicate (``TopicCatchUp``).
+    /// Nothing is sent when nothing was published meanwhile.
+    func recover(_ rooms: [String]) async {
+        for room in rooms {
+            let connections = await directory.connections(in: room)
+            guard !connections.isEmpty else { continue }
+            let topic = RoomDirectory.topic(room)
+            var catchUps: [TopicCatchUp] = []
+            for c in connections { catchUps.append(await server.subscribeCatchingUp(c, to: topic)) }
+            let after = lastSeen.newest(in: room)
+            do {
+                guard await server.waitUntilReceivingFromOtherProcesses(topic) else {
+                    throw ChatBackendFailure(description: "Redis pub/sub is down again")
+                }
+                let missed = try await messages(room: room, after: after)
+                if missed.messages.isEmpty && missed.complete {
+                    for catchUp in catchUps { await catchUp.cancel() }
+                    continue
+                }
+                let newest = max(after, missed.messages.last?.id ?? after)
+                logger.info("sent what the room's clients may have missed while Redis pub/sub was down",
+                            metadata: ["room": "\(room)", "messages": "\(missed.messages.count)",
+                                       "complete": "\(missed.complete)"])
+                let line = ServerEvent(type: "history", room: room, messages: missed.messages, complete: missed.complete).line
+                for catchUp in catchUps {
+                    try? await catchUp.finish(sending: .text(Array(line.utf8))) { payload in
+                        guard let id = MessageEventID.of(payload) else { return .deliver }
+                        return id <= newest ? .skip : .deliverAndStopFiltering
+                    }
+                }
+            } catch {
+                // Reported again at the next reconnection; meanwhile nothing is held back.
+                logger.warning("could not recover what the room's clients missed", metadata: ["room": "\(room)",
+                                                                                            "error": "\(error)"])
+                for catchUp in catchUps { await catchUp.cancel() }
+            }
+        }
     }
 
     /// Whether this backend's own Redis connection is up and, after a reconnection, this node's
@@ -182,7 +241,9 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         let reply = try await Self.unavailableIfDown { () async throws(RedisError) -> RESPValue in
             try await self.redis.send("XREVRANGE", self.historyKey(room), "+", "-", "COUNT", String(ChatLimits.historyCount))
         }
-        return Self.messages(fromNewestFirst: reply, room: room)
+        let messages = Self.messages(fromNewestFirst: reply, room: room)
+        noteSeen(room, messages)
+        return messages
     }
 
     func messages(room: String, after id: Int64) async throws -> (messages: [ServerEvent.Message], complete: Bool) {
@@ -203,7 +264,9 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         let trimmed = parts[1].string.flatMap { Self.messageID(streamID: $0) } ?? 0
         let reset = parts[2].string.flatMap { Int64($0) } ?? 0
         let complete = rows.count <= limit && id >= trimmed && (id == 0 || id >= reset)
-        return (Array(rows.suffix(limit)), complete)
+        let kept = Array(rows.suffix(limit))
+        noteSeen(room, kept)
+        return (kept, complete)
     }
 
     /// Stream entries (newest first) → messages, oldest first.
@@ -265,6 +328,9 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
                 try await resync()
                 resyncNeeded.clear()
             }
+            // Only rooms with local members need a resume point.
+            let localRooms = Set(await directory.members().map(\.room))
+            lastSeen.keep(only: localRooms)
             let nodes = try await redis.send("SMEMBERS", nodesKey).array ?? []
             for other in nodes.compactMap(\.string) where other != node {
                 let reaped = try await redis.send(["EVAL", Self.reapScript, "3", nodesKey, aliveKey(other), membersKey(other),
@@ -396,6 +462,21 @@ final class AtomicFlag: Sendable {
     var isSet: Bool { value.load(ordering: .acquiring) }
     func set() { value.store(true, ordering: .releasing) }
     func clear() { value.store(false, ordering: .releasing) }
+}
+
+/// The newest message id this process delivered, per room with local members.
+final class LastSeenIDs: Sendable {
+    private let ids = Mutex<[String: Int64]>([:])
+
+    func saw(_ id: Int64, in room: String) {
+        ids.withLock { if id > $0[room] ?? -1 { $0[room] = id } }
+    }
+
+    func newest(in room: String) -> Int64 { ids.withLock { $0[room] } ?? 0 }
+
+    func keep(only rooms: Set<String>) {
+        ids.withLock { $0 = $0.filter { rooms.contains($0.key) } }
+    }
 }
 
 /// The backend, for the Redis client's state handler (set right after the client is made).

@@ -15,6 +15,16 @@ actor RoomDirectory {
 
     static func topic(_ room: String) -> String { "room:" + room }
 
+    /// The room of a room topic (nil for another topic).
+    static func room(ofTopic topic: String) -> String? {
+        topic.hasPrefix("room:") ? String(topic.dropFirst("room:".count)) : nil
+    }
+
+    /// The connections of this server's members of `room`.
+    func connections(in room: String) -> [WebSocketConnection] {
+        (rooms[room] ?? [:]).values.map(\.connection)
+    }
+
     /// Adds `user` to `room` and subscribes `connection`; returns the presence list (join order)
     /// and whether the name was already present. With `replacingStale` (a re-join after a
     /// reconnect) a name held by another connection is taken over: that connection leaves the

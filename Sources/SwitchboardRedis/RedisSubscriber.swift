@@ -143,8 +143,11 @@ final class RedisSubscriberCore: RedisLinkOwner, @unchecked Sendable {
         guard case .array(let items) = value, items.count == 3, let kind = items[0].string,
               let channel = items[1].string else {
             if case .error(let message) = value {
-                link.logger.warning("Redis refused a subscription command", metadata: ["redis": "\(link.url)",
-                                                                                       "error": "\(message)"])
+                // Refused (an ACL, for example): never left unsubscribed in silence. The link
+                // starts again with backoff and subscribes again, until Redis accepts.
+                link.logger.warning("Redis refused a subscription command; reconnecting",
+                                    metadata: ["redis": "\(link.url)", "error": "\(message)"])
+                link.fail(RedisError(kind: .server, message: "subscription refused: \(message)"))
             }
             return
         }

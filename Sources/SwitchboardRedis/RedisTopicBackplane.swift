@@ -62,6 +62,23 @@ public final class RedisTopicBackplane: TopicBackplane {
         var receiver: TopicBackplaneReceiver?
         var topics: Set<String> = []
         var subscriberWasDown = false
+        var gapHandler: (@Sendable ([String]) -> Void)?
+        var receiveObserver: (@Sendable (String, WebSocketMessage) -> Void)?
+    }
+
+    /// Calls `handler` with the topics whose messages from other processes may have been lost,
+    /// each time the subscriber connection is back after a loss (on the subscriber's loop: return
+    /// quickly). Also reported to the server (logged, counted). For an application that can
+    /// recover what its clients missed, e.g. from a stream it keeps in Redis.
+    public func onPossibleGap(_ handler: @escaping @Sendable (_ topics: [String]) -> Void) {
+        shared.withLock { $0.gapHandler = handler }
+    }
+
+    /// Calls `observer` with every message received from another process, before it is
+    /// delivered to the server's subscribers (on the subscriber's loop: return quickly). For
+    /// example, to remember the newest id seen per topic.
+    public func observeReceived(_ observer: @escaping @Sendable (_ topic: String, _ message: WebSocketMessage) -> Void) {
+        shared.withLock { $0.receiveObserver = observer }
     }
 
     /// Connects to `url` (in the background: the server starts even while Redis is down).
@@ -199,12 +216,15 @@ public final class RedisTopicBackplane: TopicBackplane {
         }
         // Our own publish, already served in-process.
         if payload[2..<Self.headerLength].elementsEqual(nodeBytes) { return }
-        guard let receiver = shared.withLock({ $0.receiver }) else { return }
+        let (receiver, observer) = shared.withLock { ($0.receiver, $0.receiveObserver) }
+        guard let receiver else { return }
         let body = Array(payload[Self.headerLength...])
         let flags = payload[1]
         let message: WebSocketMessage = flags & 1 == 0 ? .text(body) : .binary(body)
         counters.received.add(1, ordering: .relaxed)
-        receiver.deliver(message, to: String(channel.dropFirst(topicPrefix.count)), compress: flags & 2 != 0)
+        let topic = String(channel.dropFirst(topicPrefix.count))
+        observer?(topic, message)
+        receiver.deliver(message, to: topic, compress: flags & 2 != 0)
     }
 
     fileprivate func subscriberChanged(_ state: RedisConnectionState) {
@@ -212,14 +232,15 @@ public final class RedisTopicBackplane: TopicBackplane {
         case .disconnected:
             shared.withLock { $0.subscriberWasDown = true }
         case .connected:
-            let (receiver, topics) = shared.withLock { s -> (TopicBackplaneReceiver?, [String]) in
-                guard s.subscriberWasDown else { return (nil, []) }
+            let (receiver, topics, handler) = shared.withLock { s -> (TopicBackplaneReceiver?, [String], (@Sendable ([String]) -> Void)?) in
+                guard s.subscriberWasDown else { return (nil, [], nil) }
                 s.subscriberWasDown = false
-                return (s.receiver, s.topics.sorted())
+                return (s.receiver, s.topics.sorted(), s.gapHandler)
             }
             guard let receiver, !topics.isEmpty else { return }
             counters.reconnections.add(1, ordering: .relaxed)
             receiver.reportPossibleGap(in: topics)
+            handler?(topics)
         }
     }
 }

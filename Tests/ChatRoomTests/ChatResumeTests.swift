@@ -209,4 +209,44 @@ struct ChatResumeTests {
         #expect(await browser.waitForExit(timeout: .seconds(60)) == 0, "\(browser.stderrText.suffix(2000))")
         #expect(await server.stop() == 0)
     }
+
+    /// This process's Redis pub/sub connection is lost while another process's client talks:
+    /// once it is back, its clients get what they missed (a `history`), exactly once, in order.
+    @Test func redisPubSubLossIsRecoveredForConnectedClients() async throws {
+        let redis = try await RedisServerProcess()
+        defer { withExtendedLifetime(redis) {} }
+        let nodes = try await RedisScaleOutTests.startNodes(2, redis: redis)
+        defer { for node in nodes { node.child.signal(SIGKILL) } }
+        let alice = try await TestPeer.connect("alice", url: nodes[0].wsURL)
+        let bob = try await TestPeer.connect("bob", url: nodes[1].wsURL)
+        for (peer, name) in [(alice, "alice"), (bob, "bob")] {
+            try await peer.send(.join(room: "r", user: name))
+            try await peer.expect("\(name)'s history") { $0.type == "history" }
+        }
+        _ = try await Self.post(alice, "r", "before")
+        try await bob.expect("before") { $0.text == "before" }
+
+        // Subscriptions refused, then every pub/sub connection dropped: the message bob sends
+        // now is stored in the room's stream, but no process receives it live.
+        _ = try redis.command("ACL", "SETUSER", "default", "-subscribe")
+        _ = try redis.command("CLIENT", "KILL", "TYPE", "pubsub")
+        try await bob.send(.message(room: "r", text: "during"))
+        // Redis accepts subscriptions again: both processes subscribe again by themselves.
+        _ = try redis.command("ACL", "SETUSER", "default", "+subscribe")
+        for node in nodes { try await RedisScaleOutTests.waitUntilHealthy(node) }
+        try await bob.send(.message(room: "r", text: "after"))
+        for peer in [alice, bob] {
+            try await peer.expect("after") { $0.type == "message" && $0.text == "after" }
+            // What each saw, live or in a history, in order: "during" arrived once.
+            let events = await peer.events
+            let texts = events.flatMap { e -> [String] in
+                switch e.type {
+                case "message": e.text.map { [$0] } ?? []
+                case "history": (e.messages ?? []).compactMap(\.text)
+                default: []
+                }
+            }
+            #expect(texts == ["before", "during", "after"], "\(peer.name): \(events)")
+        }
+    }
 }
