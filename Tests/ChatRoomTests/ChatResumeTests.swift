@@ -124,18 +124,24 @@ struct ChatResumeTests {
         #expect(await server.stop() == 0)
     }
 
-    /// The terminal client through a relay cut three times while alice keeps talking: every
-    /// message is printed exactly once, in order.
-    @Test(arguments: Backend.allCases)
-    func terminalClientGetsEveryMessageOnceAcrossCuts(_ backend: Backend) async throws {
+    /// A server without rate limit, a relay in front of it, and alice in room `r` (connected
+    /// directly) who already said "before".
+    static func relayedRoom(_ backend: Backend) async throws -> (ChatServerProcess, RedisServerProcess?, TCPRelay, TestPeer) {
         let (server, redis) = try await Self.server(backend, extraArguments: Self.noRateLimit)
-        defer { server.child.signal(SIGKILL); withExtendedLifetime(redis) {} }
         let relay = try TCPRelay(targetPort: server.port)
-        defer { relay.stop() }
         let alice = try await TestPeer.connect("alice", url: server.wsURL)
         try await alice.send(.join(room: "r", user: "alice"))
         try await alice.expect("history") { $0.type == "history" }
         _ = try await Self.post(alice, "r", "before")
+        return (server, redis, relay, alice)
+    }
+
+    /// The terminal client through a relay cut three times while alice keeps talking: every
+    /// message is printed exactly once, in order.
+    @Test(arguments: Backend.allCases)
+    func terminalClientGetsEveryMessageOnceAcrossCuts(_ backend: Backend) async throws {
+        let (server, redis, relay, alice) = try await Self.relayedRoom(backend)
+        defer { server.child.signal(SIGKILL); relay.stop(); withExtendedLifetime(redis) {} }
 
         let terminal = try ChildProcess(executable: try ChatPaths.binary(),
                                         arguments: ["join", "--url", "ws://127.0.0.1:\(relay.port)/v1/ws",
@@ -170,14 +176,8 @@ struct ChatResumeTests {
     /// The web page in Chromium through a relay, cut twice while alice keeps talking.
     @Test func browserPageGetsEveryMessageOnceAcrossCuts() async throws {
         try await Python.require(module: "selenium", hint: "pip install selenium; apt-get install -y chromium chromium-driver")
-        let (server, _) = try await Self.server(.sqlite, extraArguments: Self.noRateLimit)
-        defer { server.child.signal(SIGKILL) }
-        let relay = try TCPRelay(targetPort: server.port)
-        defer { relay.stop() }
-        let alice = try await TestPeer.connect("alice", url: server.wsURL)
-        try await alice.send(.join(room: "r", user: "alice"))
-        try await alice.expect("history") { $0.type == "history" }
-        _ = try await Self.post(alice, "r", "before")
+        let (server, _, relay, alice) = try await Self.relayedRoom(.sqlite)
+        defer { server.child.signal(SIGKILL); relay.stop() }
 
         let browser = try ChildProcess(executable: URL(fileURLWithPath: "/usr/bin/env"),
                                        arguments: ["python3", "-u", ChatPaths.peers.appendingPathComponent("browser_resume.py").path,

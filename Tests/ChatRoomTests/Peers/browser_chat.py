@@ -7,34 +7,18 @@ the other's #messages (and for presence and the typing indicator), saves a scree
 Exits 0 on success, 1 on a failed check, 2 if the browser cannot start (with a reason on stderr).
 """
 import os
-import shutil
 import sys
 import time
 
 try:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
+    from chromium import page_state, start_browser
 except ImportError:
     print("python3 module 'selenium' is not installed (pip install selenium)", file=sys.stderr)
     sys.exit(2)
-
-
-def start_browser():
-    options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1000,640", "--disable-extensions"):
-        options.add_argument(arg)
-    binary = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    if binary:
-        options.binary_location = binary
-    driver_path = shutil.which("chromedriver")
-    # A local chromedriver: never let Selenium Manager download one.
-    service = Service(executable_path=driver_path) if driver_path else Service()
-    return webdriver.Chrome(options=options, service=service)
 
 
 def main(url, screenshot):
@@ -95,11 +79,7 @@ def main(url, screenshot):
     except Exception as e:  # noqa: BLE001
         print(f"browser check failed: {type(e).__name__}: {e}", file=sys.stderr)
         for name, d in (("alice", a), ("bob", b)):
-            try:
-                print(f"{name} #messages: {d.find_element(By.ID, 'messages').text!r} "
-                      f"#status: {d.find_element(By.ID, 'status').text!r}", file=sys.stderr)
-            except Exception:  # noqa: BLE001
-                pass
+            print(f"{name} {page_state(d)}", file=sys.stderr)
         return 1
     finally:
         a.quit()

@@ -11,15 +11,13 @@ commands, one per line, and answers each on stdout:
 Exits 0 at end of input, 1 on a failed wait, 2 if the browser cannot start.
 """
 import json
-import shutil
 import sys
 
 try:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
+    from chromium import page_state, start_browser
 except ImportError:
     print("python3 module 'selenium' is not installed (pip install selenium)", file=sys.stderr)
     sys.exit(2)
@@ -30,19 +28,6 @@ return [...document.querySelectorAll('#messages .msg')]
   .filter(d => { const u = d.querySelector('.user'); return u && u.textContent === user; })
   .map(d => d.textContent.slice(user.length + 2));
 """
-
-
-def start_browser():
-    options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1000,640", "--disable-extensions"):
-        options.add_argument(arg)
-    binary = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    if binary:
-        options.binary_location = binary
-    driver_path = shutil.which("chromedriver")
-    service = Service(executable_path=driver_path) if driver_path else Service()
-    return webdriver.Chrome(options=options, service=service)
 
 
 def main(url, room, user):
@@ -81,11 +66,7 @@ def main(url, room, user):
         return 0
     except Exception as e:  # noqa: BLE001
         print(f"browser check failed: {type(e).__name__}: {e}", file=sys.stderr)
-        try:
-            print(f"#messages: {d.find_element(By.ID, 'messages').text!r} "
-                  f"#status: {d.find_element(By.ID, 'status').text!r}", file=sys.stderr)
-        except Exception:  # noqa: BLE001
-            pass
+        print(page_state(d), file=sys.stderr)
         return 1
     finally:
         d.quit()
