@@ -226,7 +226,6 @@ extension WebSocketConnection {
     }
 }
 
-
 // MARK: Topic catch-up
 
 extension WebSocketConnection {
@@ -244,6 +243,10 @@ extension WebSocketConnection {
         if let first {
             do {
                 try await send(first)
+                // A long history may fill the queue past its high-water mark: let it drain before
+                // the held publications go (a publication finding no room closes the subscriber as
+                // a slow consumer). They stay held meanwhile, bounded as before.
+                if configuration.sendPolicy != .fail && !channel.isWritable { try await waitUntilWritable() }
             } catch {
                 _ = topicCatchUps?.release(topic, generation: generation, filter: nil)
                 if topicCatchUps?.entries.isEmpty == true { topicCatchUps = nil }
