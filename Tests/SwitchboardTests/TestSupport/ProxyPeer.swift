@@ -35,13 +35,15 @@ final class ProxyPeer: @unchecked Sendable {  // Process: only stop() mutates, o
         let portFile = directory.appendingPathComponent("port")
         let logFile = directory.appendingPathComponent("proxy.log")
         FileManager.default.createFile(atPath: logFile.path, contents: nil)
-        // The wrapper ends the proxy (SIGTERM to itself, which proxy.py handles by stopping its
-        // acceptor too) when stdin closes, so the proxy dies with the test process.
+        // The wrapper puts the proxy and its acceptor processes in a process group of their own
+        // and kills that group when stdin closes, so the proxy dies with the test process (a
+        // SIGTERM to itself left proxy.py's acceptor, and proxy.py, running).
         let wrapper = """
             import os, signal, sys, threading, proxy
+            os.setpgid(0, 0)
             def watch():
                 while os.read(0, 4096): pass
-                os.kill(os.getpid(), signal.SIGTERM)
+                os.killpg(os.getpgid(0), signal.SIGKILL)
             threading.Thread(target=watch, daemon=True).start()
             sys.argv[0] = "proxy"; proxy.main()
             """
