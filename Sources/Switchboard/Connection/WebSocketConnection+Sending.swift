@@ -52,10 +52,12 @@ extension WebSocketConnection {
 
     /// Waits for room (or throws). The senders call it only when there is no room or the
     /// connection is closing: an async call costs a frame, and the common case needs none.
-    private func waitUntilWritable() async throws(SwitchboardError) {
+    /// `honoringPolicy` false waits even under ``WebSocketConfiguration/SendPolicy/fail`` (a
+    /// replay the server itself started).
+    private func waitUntilWritable(honoringPolicy: Bool = true) async throws(SwitchboardError) {
         try checkOpen()
         guard !channel.isWritable else { return }
-        if configuration.sendPolicy == .fail {
+        if honoringPolicy && configuration.sendPolicy == .fail {
             throw .limitExceeded("outbound queue above \(configuration.outboundHighWaterMark) bytes",
                                  closeCode: .tryAgainLater)
         }
@@ -271,6 +273,39 @@ extension WebSocketConnection {
             }
             _ = sendPublication(publication)
         }
+        if catchUps.entries.isEmpty { topicCatchUps = nil }
+    }
+
+    /// A resumed subscription (``WebSocketServer/subscribe(_:to:resumingAfter:announce:)``):
+    /// `first`, then the missed publications, each waiting for room like ``send(_:compress:)``,
+    /// then the held ones, then live delivery.
+    func finishCatchUp(topic: String, generation: UInt64, first: WebSocketMessage?,
+                       replaying missed: [TopicPublication]) async throws(SwitchboardError) {
+        do throws(SwitchboardError) {
+            if let first { try await send(first) }
+            for publication in missed {
+                try checkOpen()
+                if !channel.isWritable { try await waitUntilWritable(honoringPolicy: false) }
+                guard sendPublication(publication) else { throw closedError() }
+            }
+            // The held publications need room too (finding none closes as a slow consumer).
+            if !channel.isWritable { try await waitUntilWritable(honoringPolicy: false) }
+        } catch {
+            await cancelCatchUp(topic: topic, generation: generation)
+            throw error
+        }
+        // No suspension from here: the held publications go out before any later one.
+        guard let catchUps = topicCatchUps,
+              let held = catchUps.release(topic, generation: generation, filter: nil) else { return }
+        for publication in held { _ = sendPublication(publication) }
+        if catchUps.entries.isEmpty { topicCatchUps = nil }
+    }
+
+    /// Ends a catch-up without sending anything first: what was held goes out as usual.
+    func cancelCatchUp(topic: String, generation: UInt64) async {
+        guard let catchUps = topicCatchUps,
+              let held = catchUps.release(topic, generation: generation, filter: nil) else { return }
+        for publication in held { _ = sendPublication(publication) }
         if catchUps.entries.isEmpty { topicCatchUps = nil }
     }
 }

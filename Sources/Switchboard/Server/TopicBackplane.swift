@@ -52,9 +52,12 @@ public struct TopicBackplaneReceiver: Sendable {
 
     /// Reports that messages of `topics` from other processes may have been lost (the
     /// backplane was disconnected, and its transport does not keep messages meanwhile): logged
-    /// as a warning per topic and counted in ``WebSocketServer/Statistics/backplaneGaps``.
+    /// as a warning per topic and counted in ``WebSocketServer/Statistics/backplaneGaps``. With
+    /// ``WebSocketServerConfiguration/topicReplay``, each topic's history starts a new epoch, so
+    /// a subscriber resuming from before the gap is told that recovery failed.
     public func reportPossibleGap(in topics: [String]) {
         guard let registry = target.registry else { return }
+        registry.restartHistories(topics)
         for topic in topics {
             registry.backplaneGaps.add(1, ordering: .relaxed)
             target.logger.warning("messages from other processes may have been lost while the backplane was disconnected",

@@ -23,9 +23,15 @@ final class TopicRegistry: Sendable {
     let backplane: (any TopicBackplane)?
     /// Possible gaps reported by the backplane (one per topic per reconnection).
     let backplaneGaps = Atomic<Int>(0)
+    /// Numbered, bounded history per topic; nil: topics keep no history.
+    let replay: TopicReplayConfiguration?
+    /// Subscriptions resumed with every missed message / that could not be.
+    let resumesRecovered = Atomic<Int>(0)
+    let resumesFailed = Atomic<Int>(0)
 
-    init(backplane: (any TopicBackplane)? = nil) {
+    init(backplane: (any TopicBackplane)? = nil, replay: TopicReplayConfiguration? = nil) {
         self.backplane = backplane
+        self.replay = replay
     }
 
     /// One topic's subscribers on one loop. `connections` is copied out by reference (copy on
@@ -84,6 +90,11 @@ final class TopicRegistry: Sendable {
     private struct State {
         var topics: [String: Topic] = [:]
         var byConnection: [ObjectIdentifier: Set<String>] = [:]
+        /// Topic histories (with ``TopicReplayConfiguration``): created by a topic's first
+        /// publish or resumable subscription, forgotten once the topic has no subscriber and
+        /// every message has aged out.
+        var logs: [String: TopicReplayLog<TopicPublication>] = [:]
+        var sweeping = false
     }
     private let state = Locked(State())
 
@@ -149,11 +160,143 @@ final class TopicRegistry: Sendable {
             if opcode == .text && !UTF8Validator.isValid(payload) { return nil }
             backplane.publish(message, to: topic, compress: compress)
         }
+        if let replay {
+            if opcode == .text && (backplane == nil || fromBackplane) && !UTF8Validator.isValid(payload) { return nil }
+            return prepareNumbered(message, to: topic, excluding: excluded, compress: compress, replay: replay)
+        }
         guard let subscribers = state.withLock({ $0.topics[topic] }),
               subscribers.count > (subscribers.contains(excluded) ? 1 : 0) else { return nil }
         if opcode == .text && (backplane == nil || fromBackplane) && !UTF8Validator.isValid(payload) { return nil }
         return Delivery(publication: TopicPublication(topic: topic, opcode: opcode, payload: payload, compress: compress),
                         groups: subscribers.loops)
+    }
+
+    /// With a history: numbers the message, stamps it (``TopicReplayConfiguration/stamp``), keeps
+    /// it, and takes the subscribers, in one step under the lock, so that a subscription resuming
+    /// at the same time gets it either from the history or live, never both and never neither.
+    private func prepareNumbered(_ message: WebSocketMessage, to topic: String, excluding excluded: WebSocketConnection?,
+                                 compress: Bool, replay: TopicReplayConfiguration) -> Delivery? {
+        let now = ContinuousClock.now
+        let (publication, subscribers, startSweep) = state.withLock { s -> (TopicPublication?, Topic?, Bool) in
+            var log = s.logs.removeValue(forKey: topic) ?? TopicReplayLog(epoch: Self.newEpoch(), limits: replay.limits)
+            let position = TopicPosition(epoch: log.epoch, sequence: log.lastSequence + 1)
+            let stamped = replay.stamp.map { $0(position, message) } ?? message
+            let (opcode, payload): (WebSocketOpcode, [UInt8]) = switch stamped {
+            case .text(let b): (.text, b)
+            case .binary(let b): (.binary, b)
+            }
+            if replay.stamp != nil && opcode == .text && !UTF8Validator.isValid(payload) {
+                s.logs[topic] = log
+                return (nil, nil, false)
+            }
+            let publication = TopicPublication(topic: topic, opcode: opcode, payload: payload, compress: compress)
+            log.append(publication, bytes: payload.count, now: now)
+            s.logs[topic] = log
+            let startSweep = !s.sweeping
+            s.sweeping = true
+            return (publication, s.topics[topic], startSweep)
+        }
+        if startSweep { startSweeping(every: replay.maxAge) }
+        guard let publication, let subscribers,
+              subscribers.count > (subscribers.contains(excluded) ? 1 : 0) else { return nil }
+        return Delivery(publication: publication, groups: subscribers.loops)
+    }
+
+    /// A fresh epoch token: 64 random bits, hex.
+    private static func newEpoch() -> String {
+        var rng = SecureRandom()
+        let value = rng.next()
+        let hex = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    /// Subscribes `connection` to `topic` and, in the same step, takes what it missed after
+    /// `position` from the topic's history. Nil when it was subscribed already.
+    func subscribeResuming(_ connection: WebSocketConnection, to topic: String, after position: TopicPosition?,
+                           replay: TopicReplayConfiguration) -> (TopicSubscription, [TopicPublication])? {
+        let id = ObjectIdentifier(connection)
+        let now = ContinuousClock.now
+        let result = state.withLock { s -> (TopicSubscription, [TopicPublication], Bool)? in
+            let isNew = s.topics[topic] == nil
+            guard s.topics[topic, default: Topic()].insert(connection) else { return nil }
+            s.byConnection[id, default: []].insert(topic)
+            if isNew { backplane?.topicActivated(topic) }
+            var log = s.logs.removeValue(forKey: topic) ?? TopicReplayLog(epoch: Self.newEpoch(), limits: replay.limits)
+            log.expire(now: now)
+            let outcome: TopicSubscription.Outcome
+            var missed: [TopicPublication] = []
+            if let position {
+                switch log.replay(after: position, now: now) {
+                case .recovered(let publications):
+                    missed = publications
+                    outcome = .recovered(count: publications.count)
+                case .failed(let reason):
+                    outcome = .failed(reason)
+                }
+            } else {
+                outcome = .new
+            }
+            let subscription = TopicSubscription(topic: topic, position: log.position, outcome: outcome)
+            s.logs[topic] = log
+            let startSweep = !s.sweeping
+            s.sweeping = true
+            return (subscription, missed, startSweep)
+        }
+        guard let (subscription, missed, startSweep) = result else { return nil }
+        if startSweep { startSweeping(every: replay.maxAge) }
+        switch subscription.outcome {
+        case .recovered: resumesRecovered.add(1, ordering: .relaxed)
+        case .failed: resumesFailed.add(1, ordering: .relaxed)
+        case .new: break
+        }
+        return (subscription, missed)
+    }
+
+    /// The position after the newest message of `topic` (nil: no history kept for it now).
+    func position(of topic: String) -> TopicPosition? {
+        state.withLock { $0.logs[topic]?.position }
+    }
+
+    /// The backplane may have lost messages of `topics`: their histories start a new epoch, so
+    /// no subscriber resumes across the gap as if nothing were missing.
+    func restartHistories(_ topics: [String]) {
+        state.withLock { s in
+            for topic in topics where s.logs[topic] != nil {
+                s.logs[topic]?.restart(epoch: Self.newEpoch())
+            }
+        }
+    }
+
+    /// Drops aged-out messages, and forgets topics with no subscriber and no message left, every
+    /// `interval` while any history remains. Returns once none does.
+    private func startSweeping(every interval: Duration) {
+        let period = max(interval, .seconds(1))
+        Task.detached { [weak self] in
+            while true {
+                try? await Task.sleep(for: period)
+                guard let self, self.sweep() else { return }
+            }
+        }
+    }
+
+    /// One sweep; false when no history is left (and the sweeper stops).
+    func sweep() -> Bool {
+        let now = ContinuousClock.now
+        return state.withLock { s in
+            for topic in Array(s.logs.keys) {
+                s.logs[topic]?.expire(now: now)
+                if s.logs[topic]?.isEmpty == true && s.topics[topic] == nil { s.logs[topic] = nil }
+            }
+            s.sweeping = !s.logs.isEmpty
+            return s.sweeping
+        }
+    }
+
+    /// Topics with a history now, and the payload bytes they keep.
+    func historyUsage() -> (topics: Int, messages: Int, bytes: Int) {
+        state.withLock { s in
+            s.logs.values.reduce((s.logs.count, 0, 0)) { ($0.0, $0.1 + $1.count, $0.2 + $1.bytes) }
+        }
     }
 
     /// Queues `message` on every subscriber (except `excluded`); returns how many it was queued on.

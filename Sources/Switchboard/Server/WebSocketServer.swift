@@ -92,7 +92,7 @@ public final class WebSocketServer: Sendable {
         let metrics = metricsFactory is NOOPMetricsHandler ? nil : ServerMetrics(factory: metricsFactory)
         self.counters = ConnectionCounters(logger: logger, metrics: metrics)
         self.sharedConnectionConfiguration = SharedWebSocketConfiguration(configuration.connection)
-        self.topics = TopicRegistry(backplane: configuration.backplane)
+        self.topics = TopicRegistry(backplane: configuration.backplane, replay: configuration.topicReplay)
         counters.setCloseHook { [weak self] connection, status in self?.unregister(connection, status: status) }
     }
     #else
@@ -109,7 +109,7 @@ public final class WebSocketServer: Sendable {
         self.sharedGroup = group
         self.counters = ConnectionCounters(logger: logger)
         self.sharedConnectionConfiguration = SharedWebSocketConfiguration(configuration.connection)
-        self.topics = TopicRegistry(backplane: configuration.backplane)
+        self.topics = TopicRegistry(backplane: configuration.backplane, replay: configuration.topicReplay)
         counters.setCloseHook { [weak self] connection, status in self?.unregister(connection, status: status) }
     }
     #endif
@@ -546,6 +546,52 @@ public final class WebSocketServer: Sendable {
         return TopicCatchUp(topic: topic, connection: connection, generation: generation)
     }
 
+    /// Subscribes `connection` to `topic` and sends it, first, every message of the topic it
+    /// missed after `position` (the last one it received, from a previous connection), then the
+    /// live messages: no gap, no duplicate, in order. Needs
+    /// ``WebSocketServerConfiguration/topicReplay``.
+    ///
+    /// When that cannot be done (the buffer no longer reaches back to `position`, or `position`
+    /// is from another epoch: the server restarted, the topic was forgotten while idle, the
+    /// backplane reported a gap), the outcome is ``TopicSubscription/Outcome/failed(_:)`` and
+    /// nothing of the history is sent: tell the subscriber, never skip silently. Without
+    /// `position` the subscription starts at the newest message (``TopicSubscription/position``,
+    /// which the subscriber should keep).
+    ///
+    /// The missed messages wait for room in the outbound queue like
+    /// ``WebSocketConnection/send(_:compress:)``; live ones are held meanwhile (bounded by the
+    /// connection's ``WebSocketConfiguration/outboundLimit``, above which it is closed with 1013).
+    ///
+    /// - Parameters:
+    ///   - connection: the subscriber.
+    ///   - topic: the topic.
+    ///   - position: the last position the subscriber received (nil: it starts now).
+    ///   - announce: a message sent before the missed ones (nil: none), made from the outcome:
+    ///     tell the subscriber whether it got everything, and its position.
+    /// - Throws: `.invalidArgument` without ``WebSocketServerConfiguration/topicReplay`` or when
+    ///   `connection` is subscribed to `topic` already; `.closed` when it closed meanwhile.
+    @discardableResult
+    public func subscribe(_ connection: WebSocketConnection, to topic: String,
+                          resumingAfter position: TopicPosition?,
+                          announce: ((TopicSubscription) -> WebSocketMessage?)? = nil) async throws(SwitchboardError) -> TopicSubscription {
+        guard let replay = configuration.topicReplay else {
+            throw .invalidArgument("resuming a topic needs WebSocketServerConfiguration.topicReplay")
+        }
+        let generation = await connection.beginCatchUp(topic)
+        guard let (subscription, missed) = topics.subscribeResuming(connection, to: topic, after: position,
+                                                                      replay: replay) else {
+            await connection.cancelCatchUp(topic: topic, generation: generation)
+            throw .invalidArgument("the connection is subscribed to \(topic) already")
+        }
+        try await connection.finishCatchUp(topic: topic, generation: generation,
+                                           first: announce.flatMap { $0(subscription) }, replaying: missed)
+        return subscription
+    }
+
+    /// The position after the newest message of `topic`: nil when
+    /// ``WebSocketServerConfiguration/topicReplay`` is off or the topic keeps no history now.
+    public func position(of topic: String) -> TopicPosition? { topics.position(of: topic) }
+
     /// Removes `connection` from `topic` (nothing happens if it was not subscribed).
     public func unsubscribe(_ connection: WebSocketConnection, from topic: String) {
         topics.unsubscribe(connection, from: topic)
@@ -624,11 +670,21 @@ public final class WebSocketServer: Sendable {
         /// Possible gaps the ``WebSocketServerConfiguration/backplane`` reported: one per topic
         /// each time it reconnected and may have missed other processes' messages.
         public var backplaneGaps: Int
+        /// Resumed subscriptions that got every missed message
+        /// (``WebSocketServer/subscribe(_:to:resumingAfter:announce:)``).
+        public var topicResumesRecovered: Int = 0
+        /// Resumed subscriptions that could not get every missed message.
+        public var topicResumesFailed: Int = 0
+        /// Topics with a history now (``WebSocketServerConfiguration/topicReplay``).
+        public var topicHistories: Int = 0
+        /// Payload bytes those histories keep.
+        public var topicHistoryBytes: Int = 0
     }
 
     /// The counters now (each read on its own, so the snapshot is not atomic as a whole).
     public var statistics: Statistics {
-        Statistics(openConnections: counters.open.load(ordering: .relaxed),
+        let usage = topics.historyUsage()
+        return Statistics(openConnections: counters.open.load(ordering: .relaxed),
                    acceptedConnections: counters.accepted.load(ordering: .relaxed),
                    rejectedConnections: counters.rejected.load(ordering: .relaxed),
                    messagesIn: counters.messagesIn.load(ordering: .relaxed),
@@ -636,7 +692,11 @@ public final class WebSocketServer: Sendable {
                    bytesIn: counters.bytesInTotal.load(ordering: .relaxed),
                    bytesOut: counters.bytesOutTotal.load(ordering: .relaxed),
                    slowConsumersClosed: counters.slowConsumers.load(ordering: .relaxed),
-                   backplaneGaps: topics.backplaneGaps.load(ordering: .relaxed))
+                   backplaneGaps: topics.backplaneGaps.load(ordering: .relaxed),
+                   topicResumesRecovered: topics.resumesRecovered.load(ordering: .relaxed),
+                   topicResumesFailed: topics.resumesFailed.load(ordering: .relaxed),
+                   topicHistories: usage.topics,
+                   topicHistoryBytes: usage.bytes)
     }
 }
 

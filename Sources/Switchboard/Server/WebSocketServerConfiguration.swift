@@ -28,6 +28,10 @@ public struct WebSocketServerConfiguration: Sendable {
     /// Spreads topics over several server processes (for example `RedisTopicBackplane` from
     /// `SwitchboardRedis`); nil (the default) keeps every topic inside this process.
     public var backplane: (any TopicBackplane)?
+    /// Numbered topics with a bounded replay buffer each, for subscribers that resume after a
+    /// reconnect (``WebSocketServer/subscribe(_:to:resumingAfter:announce:)``); nil (the default) keeps
+    /// no history.
+    public var topicReplay: TopicReplayConfiguration?
     /// `listen` backlog (default 4096: bursts of thousands of connects don't get refused).
     public var backlog: Int32 = 4096
     /// How long ``WebSocketServer/run()`` waits at shutdown for connections to finish their
