@@ -31,6 +31,11 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // Heap per topic of the server's topic replay buffers.
+        .executableTarget(
+            name: "replay-memory",
+            dependencies: [.product(name: "Switchboard", package: "Switchboard"), "CMallocCounter"]
+        ),
         // Counts malloc calls in-process (glibc symbol interposition) for allocations/op.
         .target(name: "CMallocCounter"),
         // In-process micro benchmarks of SwitchboardCore.

@@ -509,6 +509,11 @@ if [ -n "${MICRO:-}" ]; then
     taskset -c 0 "$bin/micro" ${QUICK:+--quick} | tee "$OUT/micro.md"
 fi
 
+if [ -n "${MICRO:-}" ]; then
+    say "topic replay buffer memory (replay-memory)"
+    { "$bin/replay-memory" 1000 100; "$bin/replay-memory" 1000 1000; "$bin/replay-memory" 100 16384; } | tee "$OUT/replay-memory.txt"
+fi
+
 say "total $(( $(date +%s) - started )) s; raw results in $results"
 if [ "$CLIENTS" != 0 ] && [ -n "$CLIENT_LIST" ]; then
     python3 "$here/table.py" "$results" "$SERVERS" "$ALL_SCENARIOS" "$CLIENT_LIST" "$CLIENT_ALL_SCENARIOS" | tee "$OUT/table.md"

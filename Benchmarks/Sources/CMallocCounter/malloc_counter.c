@@ -124,3 +124,10 @@ uint64_t switchboard_malloc_count(void) { return 0; }
 int switchboard_malloc_counter_is_active(void) { return 0; }
 
 #endif
+
+#if defined(__linux__) && defined(__GLIBC__)
+#include <malloc.h>
+uint64_t switchboard_heap_in_use(void) { return (uint64_t)mallinfo2().uordblks; }
+#else
+uint64_t switchboard_heap_in_use(void) { return 0; }
+#endif

@@ -21,6 +21,9 @@ uint64_t switchboard_malloc_count(void);
 /// through libc's dynamic symbol raised the counter), 0 otherwise.
 int switchboard_malloc_counter_is_active(void);
 
+/// Bytes of heap in use now (glibc's `mallinfo2().uordblks`), 0 elsewhere.
+uint64_t switchboard_heap_in_use(void);
+
 #ifdef __cplusplus
 }
 #endif
