@@ -83,6 +83,7 @@ actor TestPeer {
         }
     }
 
+    @discardableResult
     func expectError(code: String, type: String) async throws -> Event {
         let e = try await expect("error \(code)") { $0.type == "error" && $0.error?.code == code }
         guard e.error?.type == type else { throw TestFailure("\(name): error \(code) has type \(e.error?.type ?? "nil"), expected \(type)") }

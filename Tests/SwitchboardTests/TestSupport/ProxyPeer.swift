@@ -34,7 +34,7 @@ final class ProxyPeer: @unchecked Sendable {  // Process: only stop() mutates, o
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let portFile = directory.appendingPathComponent("port")
         let logFile = directory.appendingPathComponent("proxy.log")
-        FileManager.default.createFile(atPath: logFile.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
         // The wrapper puts the proxy and its acceptor processes in a process group of their own
         // and kills that group when stdin closes, so the proxy dies with the test process (a
         // SIGTERM to itself left proxy.py's acceptor, and proxy.py, running).
