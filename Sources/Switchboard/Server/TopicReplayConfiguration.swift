@@ -5,7 +5,7 @@ import SwitchboardCore
 ///
 /// Set ``WebSocketServerConfiguration/topicReplay`` to enable it (it is off by default: then
 /// topics keep nothing). Each topic then numbers its messages 1, 2, 3… within an epoch (see
-/// ``TopicPosition``) and keeps the most recent ones, bounded by count, bytes and age. A
+/// SwitchboardCore's `TopicPosition`) and keeps the most recent ones, bounded by count, bytes and age. A
 /// topic's history costs nothing until its first publish or resumable subscription, and is
 /// forgotten once it has no subscriber and every message has aged out (a periodic sweep, every
 /// ``maxAge``, checks).
