@@ -30,12 +30,27 @@ struct TokenBucket: Sendable {
     }
 }
 
-/// One connection = one session: reads commands while the current turn streams its events.
+/// How long a session outlives its connection, and how many of its events it keeps for a
+/// reconnecting client.
+struct SessionLimits: Sendable {
+    /// A session with no connection for this long is ended (its turn cancelled).
+    var grace: Duration = .seconds(30)
+    /// Events kept for replay (and queued for a slow client) at most.
+    var bufferEvents = 1_000
+    /// Bytes of those events at most.
+    var bufferBytes = 1 << 20
+}
+
+/// One session: outlives its connections for ``SessionLimits/grace``, reads commands while the
+/// current turn streams its events, and numbers every event (`seq`, from 1).
 ///
-/// Ordering: every outbound line goes through one queue (`outbound`) drained by a single
-/// writer task. A turn's event is queued only if its generation is still current, checked and
-/// queued in one actor step, so nothing of a cancelled or pre-empted turn can follow the
-/// `result` that ended it, or any event of the next turn.
+/// Ordering and memory: every outbound event is numbered and appended to one bounded log
+/// (`TopicReplayLog`), which is also the send queue: the current connection's writer sends
+/// from it in order. A reconnecting client gets the events after its `last_seq` from the same
+/// log, then the live ones; a client too slow for the log's bound is closed with 1013 and
+/// resumes (or is told that it cannot). A turn's event is appended only if its generation is
+/// still current, checked and appended in one actor step, so nothing of a cancelled or
+/// pre-empted turn can follow the `result` that ended it, or any event of the next turn.
 actor AgentSession {
     private struct ActiveTurn {
         let generation: UInt64
@@ -44,42 +59,177 @@ actor AgentSession {
         let startedAt: ContinuousClock.Instant
     }
 
-    private let connection: WebSocketConnection
-    private let sessionID: String
+    /// The connection being served, and its writer's wake-up.
+    private struct Attachment {
+        let id: UInt64
+        let connection: WebSocketConnection
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    /// What a writer sends next.
+    enum Batch {
+        /// Lines numbered `first`, `first + 1`, …
+        case lines(first: UInt64, [String])
+        /// Lines sent again (pending permission requests, with their original `seq`).
+        case again([String])
+        /// The log dropped events not sent yet: the client is too slow.
+        case overrun
+        /// Another connection took over, or this one ended.
+        case stop
+    }
+
+    let sessionID: String
+    /// The bearer token the session was opened with (nil: none); never logged.
+    let identity: String?
     private let agent: any Agent
-    private let outbound: AsyncStream<String>.Continuation
-    private let outboundStream: AsyncStream<String>
+    private let limits: SessionLimits
+    private let onExpired: @Sendable (AgentSession) -> Void
     private var limiter: TokenBucket
     private var generation: UInt64 = 0
     private var active: ActiveTurn?
     private var turnCount = 0
     private var pending: [String: (name: String, continuation: CheckedContinuation<PermissionDecision?, Never>)] = [:]
+    /// Pending permission requests as sent (with their `seq`), sent again on a reconnection.
+    private var pendingLines: [String: (sequence: UInt64, line: String)] = [:]
     private var alwaysAllowed: Set<String> = []
+    private var events: TopicReplayLog<String>
+    private var attachment: Attachment?
+    private var attachments: UInt64 = 0
+    /// Lines to send again first on the current attachment.
+    private var resend: [String] = []
+    private var graceTimer: Task<Void, Never>?
+    private var ranMessageIDs = RecentIDs(capacity: 256)
+    private var answeredToolUses = RecentIDs(capacity: 64)
+    private(set) var ended = false
 
-    init(connection: WebSocketConnection, sessionID: String, agent: any Agent, rate: Double, burst: Int) {
-        self.connection = connection
+    init(sessionID: String, identity: String?, agent: any Agent, rate: Double, burst: Int, limits: SessionLimits,
+         onExpired: @escaping @Sendable (AgentSession) -> Void) {
         self.sessionID = sessionID
+        self.identity = identity
         self.agent = agent
+        self.limits = limits
+        self.onExpired = onExpired
         self.limiter = TokenBucket(rate: rate, burst: burst)
-        (outboundStream, outbound) = AsyncStream.makeStream(of: String.self)
+        // Time plays no part: the grace period bounds a session's life, the count and bytes its log.
+        events = TopicReplayLog(epoch: "session", limits: .init(maxMessages: limits.bufferEvents, maxBytes: limits.bufferBytes,
+                                                             maxAge: .seconds(100 * 365 * 86_400)))
     }
 
-    func run() async {
-        let connection = self.connection
-        let stream = outboundStream
-        let writer = Task.detached {
-            for await line in stream {
-                do { try await connection.send(text: line + "\n") } catch { break }
-            }
-        }
+    /// Serves `connection` until it ends: takes the session over from a previous connection
+    /// (closed with 1008 "replaced"), replays the events after `lastSequence` (or says that it
+    /// cannot), then streams live events and reads commands. `resumeFailure`: the client asked
+    /// to resume a session that no longer exists (this one is new). Returns false at once when
+    /// the session ended meanwhile (its grace period ran out): open a new one.
+    func serve(_ connection: WebSocketConnection, lastSequence: UInt64?, resumeFailure: String? = nil) async -> Bool {
+        guard !ended else { return false }
+        let id = attach(connection, lastSequence: lastSequence, resumeFailure: resumeFailure)
+        let writer = Task.detached { [self] in await self.write(to: connection, attachment: id) }
         for await line in connection.lines() {
             handle(line)
         }
-        cancelActive(confirm: false)
-        outbound.finish()
+        detach(id)
         await writer.value
         let status = await connection.closeStatus
         log("session \(sessionID) closed: \(status.map { "\($0.code.rawValue)" } ?? "unknown")")
+        return true
+    }
+
+    private func attach(_ connection: WebSocketConnection, lastSequence: UInt64?, resumeFailure: String?) -> UInt64 {
+        attachments &+= 1
+        let id = attachments
+        if let old = attachment {
+            old.waiter?.resume()
+            let replaced = old.connection
+            Task { await replaced.close(code: .policyViolation, reason: "replaced") }
+            log("session \(sessionID) taken over by a new connection")
+        }
+        graceTimer?.cancel()
+        graceTimer = nil
+        var start = events.lastSequence
+        var failure = resumeFailure
+        if failure == nil, let lastSequence {
+            switch events.replay(after: TopicPosition(epoch: events.epoch, sequence: lastSequence), now: .now) {
+            case .recovered: start = lastSequence
+            case .failed(let reason): failure = reason.rawValue
+            }
+        }
+        // A pending permission request the client had already received is sent again, as it was
+        // (after the failure, if any: that comes first).
+        resend = pendingLines.values.filter { $0.sequence <= start }.sorted { $0.sequence < $1.sequence }.map(\.line)
+        if let failure {
+            let line = ChannelEvent.resumeFailed(reason: failure).jsonLine
+            start = append(line)
+            resend.insert(Self.numbered(line, start), at: 0)
+        }
+        attachment = Attachment(id: id, connection: connection, waiter: nil)
+        sentPosition[id] = start
+        return id
+    }
+
+    /// Where each attachment's writer starts (read once by the writer).
+    private var sentPosition: [UInt64: UInt64] = [:]
+
+    private func detach(_ id: UInt64) {
+        sentPosition[id] = nil
+        guard attachment?.id == id else { return }
+        attachment?.waiter?.resume()
+        attachment = nil
+        resend = []
+        let grace = limits.grace
+        graceTimer = Task { [weak self] in
+            do { try await Task.sleep(for: grace) } catch { return }
+            await self?.expireIfDetached()
+        }
+    }
+
+    /// The grace period is over with no connection: the turn is cancelled, the session ends.
+    private func expireIfDetached() {
+        guard attachment == nil, !ended else { return }
+        ended = true
+        log("session \(sessionID) ended: no connection for \(limits.grace)")
+        cancelActive(confirm: false)
+        onExpired(self)
+    }
+
+    /// The writer of attachment `id`: sends from the log in order until the attachment ends.
+    private func write(to connection: WebSocketConnection, attachment id: UInt64) async {
+        var sent = sentPosition[id] ?? events.lastSequence
+        while true {
+            switch await nextBatch(for: id, after: sent) {
+            case .stop:
+                return
+            case .overrun:
+                log("session \(sessionID): client too slow, events dropped from the buffer before being sent")
+                await connection.close(code: .tryAgainLater, reason: "event buffer exceeded")
+                return
+            case .again(let lines):
+                for line in lines {
+                    do { try await connection.send(text: line + "\n") } catch { return }
+                }
+            case .lines(let first, let lines):
+                for (offset, line) in lines.enumerated() {
+                    do { try await connection.send(text: line + "\n") } catch { return }
+                    sent = first + UInt64(offset)
+                }
+            }
+        }
+    }
+
+    private func nextBatch(for id: UInt64, after sent: UInt64) async -> Batch {
+        while true {
+            guard attachment?.id == id else { return .stop }
+            if !resend.isEmpty {
+                defer { resend = [] }
+                return .again(resend)
+            }
+            if events.lastSequence > sent {
+                switch events.replay(after: TopicPosition(epoch: events.epoch, sequence: sent), now: .now) {
+                case .recovered(let lines): return .lines(first: sent + 1, lines)
+                case .failed: return .overrun
+                }
+            }
+            await withCheckedContinuation { attachment?.waiter = $0 }
+        }
     }
 
     // MARK: Inbound
@@ -93,7 +243,14 @@ actor AgentSession {
             return
         }
         switch command {
-        case .message(let content, let model):
+        case .message(let content, let model, let id):
+            if let id {
+                // Sent again after a reconnect: it ran (or was refused) already.
+                guard ranMessageIDs.insert(id) else {
+                    log("session \(sessionID): message \(id) already received, not run again")
+                    return
+                }
+            }
             if let retryAfter = limiter.take() {
                 send(.rateLimited(retryAfter: retryAfter))
                 return
@@ -108,10 +265,14 @@ actor AgentSession {
             }
         case .permission(let id, let decision):
             guard let entry = pending.removeValue(forKey: id) else {
+                // A second answer to a request sent again after a reconnect: already applied.
+                if answeredToolUses.contains(id) { return }
                 send(.error(message: "no pending permission request \(id)", type: "invalid_request_error",
                             param: "tool_use_id", code: "unknown_tool_use_id"))
                 return
             }
+            pendingLines[id] = nil
+            answeredToolUses.insert(id)
             if decision == .alwaysAllow { alwaysAllowed.insert(entry.name) }
             entry.continuation.resume(returning: decision)
         }
@@ -153,6 +314,7 @@ actor AgentSession {
         generation &+= 1
         let waiting = pending
         pending = [:]
+        pendingLines = [:]
         for (_, entry) in waiting { entry.continuation.resume(returning: nil) }
         turn.task.cancel()
         if confirm {
@@ -164,15 +326,43 @@ actor AgentSession {
 
     // MARK: Outbound
 
+    /// Numbers `line` (a JSON object: `"seq":N` is added as its last member), keeps it in the
+    /// log and wakes the writer. Returns its `seq`.
+    @discardableResult
+    private func append(_ line: String) -> UInt64 {
+        let sequence = events.lastSequence + 1
+        let numbered = Self.numbered(line, sequence)
+        events.append(numbered, bytes: numbered.utf8.count, now: .now)
+        if let waiter = attachment?.waiter {
+            attachment?.waiter = nil
+            waiter.resume()
+        }
+        return sequence
+    }
+
+    /// `line` with `"seq":N` as its last member (a line that is not an object is wrapped as
+    /// the agent's text: it is never sent unnumbered).
+    static func numbered(_ line: String, _ sequence: UInt64) -> String {
+        var body = Substring(line)
+        while let last = body.last, last.isWhitespace { body.removeLast() }
+        while let first = body.first, first.isWhitespace { body.removeFirst() }
+        guard body.first == "{", body.last == "}" else {
+            return String(ChannelEvent.system(message: String(body)).jsonLine.dropLast()) + ",\"seq\":\(sequence)}"
+        }
+        let inner = body.dropFirst().dropLast()
+        let empty = inner.allSatisfy(\.isWhitespace)
+        return "{" + inner + (empty ? "" : ",") + "\"seq\":\(sequence)}"
+    }
+
     /// Session-level events (not tied to a turn).
     private func send(_ event: ChannelEvent) {
-        outbound.yield(event.jsonLine)
+        append(event.jsonLine)
     }
 
     /// Queues a turn's event line if its turn is still current.
     func emit(_ line: String, generation: UInt64) -> Bool {
         guard generation == self.generation else { return false }
-        outbound.yield(line)
+        append(line)
         return true
     }
 
@@ -180,11 +370,40 @@ actor AgentSession {
                            generation: UInt64) async -> PermissionDecision? {
         guard generation == self.generation else { return nil }
         if alwaysAllowed.contains(name) { return .alwaysAllow }
-        outbound.yield(ChannelEvent.permissionRequest(toolUseId: toolUseId, name: name, input: input).jsonLine)
+        let sequence = append(ChannelEvent.permissionRequest(toolUseId: toolUseId, name: name, input: input).jsonLine)
+        pendingLines[toolUseId] = (sequence, Self.numbered(
+            ChannelEvent.permissionRequest(toolUseId: toolUseId, name: name, input: input).jsonLine, sequence))
         return await withCheckedContinuation { continuation in
             if let old = pending.updateValue((name, continuation), forKey: toolUseId) {
                 old.continuation.resume(returning: nil)
             }
         }
+    }
+}
+
+/// The most recent `capacity` ids, for duplicate checks in bounded memory.
+struct RecentIDs: Sendable {
+    let capacity: Int
+    private var order: [String] = []
+    private var members: Set<String> = []
+    private var next = 0
+
+    init(capacity: Int) { self.capacity = max(1, capacity) }
+
+    func contains(_ id: String) -> Bool { members.contains(id) }
+
+    /// False when `id` is among the recent ones already.
+    @discardableResult
+    mutating func insert(_ id: String) -> Bool {
+        guard !members.contains(id) else { return false }
+        if order.count < capacity {
+            order.append(id)
+        } else {
+            members.remove(order[next])
+            order[next] = id
+            next = (next + 1) % capacity
+        }
+        members.insert(id)
+        return true
     }
 }

@@ -19,6 +19,8 @@ struct Ask: AsyncParsableCommand {
     @Option(help: "Bearer token.") var token: String?
     @Option(help: "Model to ask for.") var model: String?
     @Flag(help: "Answer every permission request with allow once.") var autoAllow = false
+    @Flag(help: "End when the connection is lost instead of reconnecting and resuming the turn.")
+    var noReconnect = false
     @Argument(help: "The prompt.") var prompt: String
 
     func run() async throws {
@@ -30,7 +32,12 @@ struct Ask: AsyncParsableCommand {
         }
         let outcome: ResultSubtype?
         do {
-            outcome = try await withChannel(endpoint) { channel in
+            // Reconnects with backoff and resumes the session where it was (last_seq): the turn
+            // keeps running on the server for its grace period.
+            let policy = noReconnect ? ReconnectPolicy.never
+                : ReconnectPolicy(baseDelay: .milliseconds(250), maxDelay: .seconds(5), maxAttempts: 30,
+                                  whileDisconnected: .queue(maxCommands: 16))
+            outcome = try await withChannel(endpoint, reconnect: policy) { channel in
                 try await converse(channel)
             }
         } catch let error as SwitchboardError {
@@ -52,15 +59,26 @@ struct Ask: AsyncParsableCommand {
         let interrupt = Interrupt(channel: channel)
         interrupt.install()
         defer { interrupt.uninstall() }
-        try await channel.send(.message(content: prompt, model: model))
+        // An id: were it sent again, the session would not run it twice.
+        try await channel.send(.message(content: prompt, model: model, id: UUID().uuidString))
         let renderer = Renderer()
+        var answered: [String: PermissionDecision] = [:]
         for await event in channel.events {
+            if case .permissionRequest(let id, _, _) = event, let decision = answered[id] {
+                // Sent again after a reconnect (our answer may have been lost): the same answer.
+                try await channel.send(.permission(toolUseId: id, decision: decision))
+                continue
+            }
             renderer.render(event)
             switch event {
             case .permissionRequest(let id, let name, let input):
                 let decision = autoAllow ? PermissionDecision.allowOnce : await askUser(name: name, input: input)
                 if autoAllow { out("  (auto-allowed)\n") }
+                answered[id] = decision
                 try await channel.send(.permission(toolUseId: id, decision: decision))
+            case .resumeFailed(let reason) where reason == "session_not_found":
+                // The session (and its turn) ended while we were away: no result will come.
+                return nil
             case .result(_, _, _, let subtype):
                 return subtype
             case .rateLimited, .error:
@@ -128,6 +146,9 @@ final class Renderer: @unchecked Sendable {
         case .system(let message):
             newline()
             out("[system] \(message)\n")
+        case .resumeFailed(let reason):
+            newline()
+            out("[resume failed: \(reason)] events of this session were lost\n")
         case .error(let message, let type, _, _):
             newline()
             out("[error\(type.map { " \($0)" } ?? "")] \(message)\n")

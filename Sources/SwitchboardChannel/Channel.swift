@@ -2,45 +2,88 @@ import Switchboard
 import SwitchboardCore
 import Foundation
 import Logging
+import Synchronization
 
 /// An open `/v1/ws` channel: typed events in, typed commands out.
 ///
-/// Prefer ``withChannel(_:group:logger:isolation:_:)``, which always closes the socket. A `Channel`
-/// made with ``connect(_:group:logger:)`` must be closed with ``close()``.
+/// Prefer ``withChannel(_:reconnect:group:logger:isolation:_:)``, which always closes the socket. A `Channel`
+/// made with ``connect(_:reconnect:group:logger:)`` must be closed with ``close()``.
 public actor Channel {
     /// Everything the server sends, one event per line, in order. Finishes when the
-    /// connection closes; ``closeStatus`` and ``lastError`` say why. Single consumer.
-    /// Cancelling the consuming task closes the connection (1001).
+    /// connection closes (for good, with a reconnect policy); ``closeStatus`` and ``lastError``
+    /// say why. Single consumer. Cancelling the consuming task closes the connection (1001).
+    ///
+    /// With a reconnect policy, events the server replays after a reconnection that this
+    /// stream already delivered are dropped (by their `seq`), so each event comes once, in
+    /// order; a pending ``ChannelEvent/permissionRequest(toolUseId:name:input:)``, which the
+    /// server sends again on purpose, is the exception: answer it again (the server ignores a
+    /// second answer).
     public nonisolated let events: AsyncStream<ChannelEvent>
     /// Where this channel is connected (its description never contains the token).
     public nonisolated let endpoint: ChannelEndpoint
     private let adapter: SocketAdapter
+    private let position: SequencePosition
     private var closed = false
 
-    private init(endpoint: ChannelEndpoint, adapter: SocketAdapter, lines: AsyncStream<Data>) {
+    private init(endpoint: ChannelEndpoint, adapter: SocketAdapter, lines: AsyncStream<Data>, position: SequencePosition) {
         self.endpoint = endpoint
         self.adapter = adapter
+        self.position = position
         let box = IteratorBox(lines.makeAsyncIterator())
         self.events = AsyncStream(unfolding: {
-            guard let line = await box.next() else { return nil }
-            return ChannelEvent(line: line)
+            while true {
+                guard let line = await box.next() else { return nil }
+                let (event, sequence) = ChannelEvent.decodeSequenced(line)
+                guard let sequence else { return event }
+                switch event {
+                case .resumeFailed:
+                    // The numbering may start over (a new session): the position follows it.
+                    position.set(sequence)
+                    return event
+                case .permissionRequest:
+                    position.advance(to: sequence)
+                    return event
+                default:
+                    if position.advance(to: sequence) { return event }
+                }
+            }
         })
     }
 
     /// Opens the channel. Throws `SwitchboardError` (e.g. kind `.handshakeRejected` with
-    /// `httpStatus` 401 for a bad token).
+    /// `httpStatus` 401 for a bad token, 403 for a session opened with another token).
+    ///
+    /// With a `reconnect` policy, a connection lost for a transient reason is re-opened with
+    /// backoff and the session resumed: each attempt sends `last_seq`, the `seq` of the last
+    /// event ``events`` delivered, and the server replays what came after it (or answers
+    /// ``ChannelEvent/resumeFailed(reason:)``). A turn keeps running on the server meanwhile, for
+    /// its grace period. Commands sent while disconnected follow the policy's
+    /// ``ReconnectPolicy/whileDisconnected``; give `message` commands an `id` to send them again
+    /// safely. A close with 1008 (another connection took the session over) is not retried.
     ///
     /// - Parameters:
-    ///   - endpoint: the server and session.
+    ///   - endpoint: the server and session (its ``ChannelEndpoint/lastSequence`` is sent on
+    ///     the first attempt).
+    ///   - reconnect: when to reconnect (default ``ReconnectPolicy/never``).
     ///   - group: the event loops to use (default: the process-wide shared group).
     ///   - logger: where the underlying `SocketAdapter` logs (default label
     ///     `switchboard.channel`; the session's token is never logged).
-    public static func connect(_ endpoint: ChannelEndpoint, group: EventLoopGroup? = nil,
+    public static func connect(_ endpoint: ChannelEndpoint, reconnect: ReconnectPolicy = .never,
+                               group: EventLoopGroup? = nil,
                                logger: Logger = Logger(label: "switchboard.channel")) async throws(SwitchboardError) -> Channel {
-        let adapter = SocketAdapter(group: group, logger: logger)
-        let lines = try await adapter.connect(to: endpoint)
-        return Channel(endpoint: endpoint, adapter: adapter, lines: lines)
+        let adapter = SocketAdapter(group: group, reconnect: reconnect, logger: logger)
+        let position = SequencePosition(endpoint.lastSequence)
+        let lines = try await adapter.connect(resolving: { () throws(SwitchboardError) -> any SocketEndpoint in
+            var current = endpoint
+            current.lastSequence = position.value
+            return current
+        })
+        return Channel(endpoint: endpoint, adapter: adapter, lines: lines, position: position)
     }
+
+    /// The `seq` of the newest event ``events`` delivered (nil before the first numbered one):
+    /// where a later connection resumes (``ChannelEndpoint/lastSequence``).
+    public nonisolated var lastSequence: UInt64? { position.value }
 
     /// Sends one command line. Throws `SwitchboardError` `.notConnected` once closed.
     public func send(_ command: ChannelCommand) async throws(SwitchboardError) {
@@ -75,6 +118,23 @@ extension Channel: CustomStringConvertible {
     public nonisolated var description: String { "Channel(\(endpoint.redactedURL))" }
 }
 
+/// The `seq` of the newest event delivered, shared with the reconnection's endpoint maker.
+private final class SequencePosition: Sendable {
+    private let state: Mutex<UInt64?>
+    init(_ initial: UInt64?) { state = Mutex(initial) }
+    var value: UInt64? { state.withLock { $0 } }
+    /// Moves to `sequence` if it is newer; false for an event delivered already.
+    @discardableResult
+    func advance(to sequence: UInt64) -> Bool {
+        state.withLock { current in
+            if let c = current, sequence <= c { return false }
+            current = sequence
+            return true
+        }
+    }
+    func set(_ sequence: UInt64) { state.withLock { $0 = sequence } }
+}
+
 /// The line iterator, driven only by the events stream's (serialized) unfolding closure.
 private final class IteratorBox: @unchecked Sendable {
     // Safety: AsyncStream(unfolding:) never runs its closure concurrently with itself.
@@ -83,8 +143,10 @@ private final class IteratorBox: @unchecked Sendable {
     func next() async -> Data? { await iterator.next() }
 }
 
-/// Opens a channel, runs `body`, and closes the socket however `body` ends: return, throw or
-/// task cancellation. The close handshake is not interrupted by cancellation.
+/// Opens a channel (reconnecting and resuming the session per `reconnect`, see
+/// ``Channel/connect(_:reconnect:group:logger:)``), runs `body`, and closes the socket however
+/// `body` ends: return, throw or task cancellation. The close handshake is not interrupted by
+/// cancellation.
 ///
 /// ```swift
 /// let answer = try await withChannel(endpoint) { channel in
@@ -97,11 +159,12 @@ private final class IteratorBox: @unchecked Sendable {
 ///     return text
 /// }
 /// ```
-public func withChannel<T>(_ endpoint: ChannelEndpoint, group: EventLoopGroup? = nil,
+public func withChannel<T>(_ endpoint: ChannelEndpoint, reconnect: ReconnectPolicy = .never,
+                           group: EventLoopGroup? = nil,
                            logger: Logger = Logger(label: "switchboard.channel"),
                            isolation: isolated (any Actor)? = #isolation,
                            _ body: (Channel) async throws -> T) async throws -> T {
-    let channel = try await Channel.connect(endpoint, group: group, logger: logger)
+    let channel = try await Channel.connect(endpoint, reconnect: reconnect, group: group, logger: logger)
     let result: Result<T, any Error>
     do {
         result = .success(try await body(channel))

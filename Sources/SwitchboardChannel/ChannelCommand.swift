@@ -17,12 +17,14 @@ public enum PermissionDecision: String, Sendable, Equatable, Hashable, CaseItera
 
 /// What a client sends on the channel, one JSON line each:
 ///
-/// - `{"type":"message","data":{"content":"…","model":"…"}}` (`model` omitted when nil)
+/// - `{"type":"message","id":"…","data":{"content":"…","model":"…"}}` (`id` and `model` omitted
+///   when nil; a server runs a message whose `id` it already ran in the session only once)
 /// - `{"type":"cancel","data":{}}`
 /// - `{"type":"permission","data":{"tool_use_id":"…","decision":"allow_once"}}`
 public enum ChannelCommand: SocketCommand, Sendable, Equatable, Hashable {
-    /// Start a turn with this prompt (a running turn is cancelled first).
-    case message(content: String, model: String? = nil)
+    /// Start a turn with this prompt (a running turn is cancelled first). `id`, chosen by the
+    /// client, makes it safe to send again after a reconnect: the session runs it once.
+    case message(content: String, model: String? = nil, id: String? = nil)
     /// Cancel the running turn; the server confirms with a `result` of subtype `cancelled`.
     case cancel
     /// Answer a `permission_request`.
@@ -40,16 +42,18 @@ public enum ChannelCommand: SocketCommand, Sendable, Equatable, Hashable {
     /// One compact JSON object, `type` first, no trailing newline.
     public var message: String {
         let data: String
+        var id: String?
         switch self {
-        case .message(let content, let model):
+        case .message(let content, let model, let commandID):
             data = JSONText.object([("content", JSONText.string(content)), ("model", model.map(JSONText.string))])
+            id = commandID
         case .cancel:
             data = "{}"
         case .permission(let id, let decision):
             data = JSONText.object([("tool_use_id", JSONText.string(id)),
                                     ("decision", JSONText.string(decision.rawValue))])
         }
-        return JSONText.object([("type", JSONText.string(type)), ("data", data)])
+        return JSONText.object([("type", JSONText.string(type)), ("id", id.map(JSONText.string)), ("data", data)])
     }
 
     /// Why a line is not a valid command (for servers).
@@ -71,7 +75,7 @@ public enum ChannelCommand: SocketCommand, Sendable, Equatable, Hashable {
             guard let content = data["content"]?.stringValue else {
                 throw DecodingError(reason: "message: missing data.content")
             }
-            self = .message(content: content, model: data["model"]?.stringValue)
+            self = .message(content: content, model: data["model"]?.stringValue, id: value["id"]?.stringValue)
         case "cancel":
             self = .cancel
         case "permission":

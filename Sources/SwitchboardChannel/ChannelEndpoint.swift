@@ -50,6 +50,11 @@ public struct ChannelEndpoint: SocketEndpoint, CustomStringConvertible, CustomDe
     public var connectTimeout: Duration
     /// Limits and timeouts of the connection.
     public var configuration: WebSocketConfiguration
+    /// The `seq` of the last event received in this session, sent as `last_seq` to resume
+    /// after it (the server replays the events after it, or answers
+    /// ``ChannelEvent/resumeFailed(reason:)``); nil (the default) opens or continues the session
+    /// without replay. ``Channel/connect(_:reconnect:group:logger:)`` sets it on every reconnection.
+    public var lastSequence: UInt64?
     private let token: Secret?
 
     /// Creates the endpoint of session `sessionID` on the server at `baseURL`.
@@ -119,8 +124,12 @@ public struct ChannelEndpoint: SocketEndpoint, CustomStringConvertible, CustomDe
 
     /// Always ``channelPath``, `/v1/ws`.
     public var path: String { Self.channelPath }
-    /// One item, `session_id`, encoded with the RFC 3986 unreserved set when the request is made.
-    public var queryItems: [(name: String, value: String)] { [("session_id", sessionID)] }
+    /// `session_id` (encoded with the RFC 3986 unreserved set when the request is made), and
+    /// `last_seq` when ``lastSequence`` is set.
+    public var queryItems: [(name: String, value: String)] {
+        guard let lastSequence else { return [("session_id", sessionID)] }
+        return [("session_id", sessionID), ("last_seq", String(lastSequence))]
+    }
     /// `Authorization: Bearer <token>` when a token is set; otherwise none.
     public var headers: [(name: String, value: String)] {
         token.map { [("Authorization", "Bearer \($0.value)")] } ?? []

@@ -61,6 +61,13 @@ public enum ChannelEvent: Sendable, Equatable, Hashable {
     case result(numTurns: Int, durationMs: Int, totalCostUsd: Double, subtype: ResultSubtype)
     /// An informational message from the server.
     case system(message: String)
+    /// A reconnection asked for the events after a sequence number (`last_seq`) and the
+    /// server could not give them all (`{"type":"system","data":{"subtype":"resume_failed",
+    /// "reason":…}}`): `reason` is `buffer_exceeded` (the session's event buffer no longer
+    /// reaches back), `session_not_found` (the session ended, for example after its grace
+    /// period, or the server restarted: a new session starts) or `unknown_position` (a number
+    /// the session never sent). The live stream follows; what was missed is lost.
+    case resumeFailed(reason: String)
     /// An error (`{"type":"error","error":{…}}`).
     case error(message: String, type: String?, param: String?, code: String?)
     /// An error of type `rate_limit_error` with `retry_after` (seconds).
@@ -81,7 +88,7 @@ public enum ChannelEvent: Sendable, Equatable, Hashable {
         case .permissionRequest: "permission_request"
         case .response: "response"
         case .result: "result"
-        case .system: "system"
+        case .system, .resumeFailed: "system"
         case .error, .rateLimited: "error"
         case .unknown(let type, _): type
         case .decodingFailed: nil
@@ -97,18 +104,27 @@ public enum ChannelEvent: Sendable, Equatable, Hashable {
 
     /// Decodes one line (without its terminator).
     public init(line: Data) {
+        self = Self.decodeSequenced(line).event
+    }
+
+    /// Decodes one line, with its top-level `seq` (the session's event number; nil when absent
+    /// or not a non-negative integer).
+    static func decodeSequenced(_ line: Data) -> (event: ChannelEvent, sequence: UInt64?) {
         let raw = String(decoding: line, as: UTF8.self)
         let value: JSONValue
         do {
             value = try JSONValue(parsing: line)
         } catch {
-            self = .decodingFailed(rawLine: raw, reason: "not valid JSON")
-            return
+            return (.decodingFailed(rawLine: raw, reason: "not valid JSON"), nil)
+        }
+        var sequence: UInt64?
+        if case .number(let n)? = value["seq"], n.isFinite, n >= 0, n < 9e15, n == n.rounded() {
+            sequence = UInt64(n)
         }
         do {
-            self = try Self.decode(value, raw: raw)
+            return (try Self.decode(value, raw: raw), sequence)
         } catch {
-            self = .decodingFailed(rawLine: raw, reason: error.reason)
+            return (.decodingFailed(rawLine: raw, reason: error.reason), sequence)
         }
     }
 
@@ -160,6 +176,9 @@ public enum ChannelEvent: Sendable, Equatable, Hashable {
                            totalCostUsd: data["total_cost_usd"]?.numberValue ?? 0,
                            subtype: ResultSubtype(rawValue: try string("subtype")))
         case "system":
+            if data["subtype"]?.stringValue == "resume_failed" {
+                return .resumeFailed(reason: data["reason"]?.stringValue ?? "unknown")
+            }
             return .system(message: try string("message"))
         default:
             return .unknown(type: type, rawLine: raw)
@@ -215,6 +234,9 @@ public enum ChannelEvent: Sendable, Equatable, Hashable {
                                     ("total_cost_usd", n(cost)), ("subtype", s(subtype.rawValue))])
         case .system(let message):
             return event("system", [("message", s(message))])
+        case .resumeFailed(let reason):
+            return event("system", [("subtype", s("resume_failed")), ("reason", s(reason)),
+                                    ("message", s("could not resume: \(reason); events were missed"))])
         case .error(let message, let type, let param, let code):
             let body = JSONText.object([("message", s(message)), ("type", type.map(s) ?? "null"),
                                         ("param", param.map(s) ?? "null"), ("code", code.map(s) ?? "null")])

@@ -200,3 +200,35 @@ struct ChannelEndpointTests {
         #expect(e.hasToken)
     }
 }
+
+@Suite("Channel resumption wire format")
+struct ChannelResumeCodingTests {
+    @Test func resumeFailedDecodesAndEncodes() {
+        let line = #"{"type":"system","data":{"subtype":"resume_failed","reason":"buffer_exceeded"},"seq":42}"#
+        #expect(ChannelEvent(line: line) == .resumeFailed(reason: "buffer_exceeded"))
+        #expect(ChannelEvent(line: #"{"type":"system","data":{"subtype":"resume_failed"}}"#) == .resumeFailed(reason: "unknown"))
+        let encoded = ChannelEvent.resumeFailed(reason: "session_not_found").jsonLine
+        #expect(encoded.hasPrefix(#"{"type":"system","data":{"subtype":"resume_failed","reason":"session_not_found","#))
+        #expect(ChannelEvent(line: encoded) == .resumeFailed(reason: "session_not_found"))
+        #expect(ChannelEvent.resumeFailed(reason: "x").type == "system")
+        // A seq never changes what an event is.
+        #expect(ChannelEvent(line: #"{"type":"partial","data":{"text":"a"},"seq":7}"#) == .partial(text: "a"))
+    }
+
+    @Test func messageCommandsCarryAnOptionalID() throws {
+        #expect(ChannelCommand.message(content: "hi", id: "c-1").message
+                == #"{"type":"message","id":"c-1","data":{"content":"hi"}}"#)
+        #expect(ChannelCommand.message(content: "hi").message == #"{"type":"message","data":{"content":"hi"}}"#)
+        #expect(try ChannelCommand(line: #"{"type":"message","id":"c-2","data":{"content":"x","model":"m"}}"#)
+                == .message(content: "x", model: "m", id: "c-2"))
+        #expect(try ChannelCommand(line: #"{"type":"message","data":{"content":"x"}}"#) == .message(content: "x"))
+    }
+
+    @Test func theEndpointSendsLastSeqWhenSet() throws {
+        var e = try ChannelEndpoint(baseURL: "ws://127.0.0.1:9", sessionID: "s", token: "secret-token")
+        #expect(e.requestTarget == "/v1/ws?session_id=s")
+        e.lastSequence = 17
+        #expect(e.requestTarget == "/v1/ws?session_id=s&last_seq=17")
+        #expect(!"\(e)".contains("secret-token"))
+    }
+}
