@@ -58,13 +58,13 @@ public actor Channel {
     /// event ``events`` delivered, and the server replays what came after it (or answers
     /// ``ChannelEvent/resumeFailed(reason:)``). A turn keeps running on the server meanwhile, for
     /// its grace period. Commands sent while disconnected follow the policy's
-    /// ``ReconnectPolicy/whileDisconnected``; give `message` commands an `id` to send them again
+    /// `ReconnectPolicy.whileDisconnected`; give `message` commands an `id` to send them again
     /// safely. A close with 1008 (another connection took the session over) is not retried.
     ///
     /// - Parameters:
     ///   - endpoint: the server and session (its ``ChannelEndpoint/lastSequence`` is sent on
     ///     the first attempt).
-    ///   - reconnect: when to reconnect (default ``ReconnectPolicy/never``).
+    ///   - reconnect: when to reconnect (default `ReconnectPolicy.never`).
     ///   - group: the event loops to use (default: the process-wide shared group).
     ///   - logger: where the underlying `SocketAdapter` logs (default label
     ///     `switchboard.channel`; the session's token is never logged).

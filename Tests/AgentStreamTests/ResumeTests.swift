@@ -33,6 +33,16 @@ struct ResumeTests {
         }
     }
 
+    /// The first event on connecting to `endpoint`, then the answer to a `cancel` (with no turn
+    /// running: `no turn is running`).
+    static func firstEventThenCancelReply(_ endpoint: ChannelEndpoint) async throws -> [ChannelEvent] {
+        try await withChannel(endpoint) { channel in
+            let first = await readEvents(channel) { _ in true }
+            try await channel.send(.cancel)
+            return first + (await readEvents(channel) { _ in true })
+        }
+    }
+
     /// The connection is cut every 700 bytes from the server (several times within the turn,
     /// wherever that falls in a frame, the permission round trip included); the channel
     /// reconnects and resumes. The turn arrives whole: every streamed word once and in order,
@@ -104,11 +114,7 @@ struct ResumeTests {
         #expect(await server.waitForLog("session \(session) ended"))
         #expect(last != nil)
         endpoint.lastSequence = last
-        let events = try await withChannel(endpoint) { channel in
-            let first = await readEvents(channel) { _ in true }
-            try await channel.send(.cancel)
-            return first + (await readEvents(channel) { _ in true })
-        }
+        let events = try await Self.firstEventThenCancelReply(endpoint)
         #expect(events == [.resumeFailed(reason: "session_not_found"), .system(message: "no turn is running")])
     }
 
@@ -139,11 +145,7 @@ struct ResumeTests {
             }
         }
         endpoint.lastSequence = 1
-        let events = try await withChannel(endpoint) { channel in
-            let first = await readEvents(channel) { _ in true }
-            try await channel.send(.cancel)
-            return first + (await readEvents(channel) { _ in true })
-        }
+        let events = try await Self.firstEventThenCancelReply(endpoint)
         #expect(events == [.resumeFailed(reason: "buffer_exceeded"), .system(message: "no turn is running")])
     }
 
