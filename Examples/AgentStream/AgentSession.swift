@@ -64,6 +64,10 @@ actor AgentSession {
         let id: UInt64
         let connection: WebSocketConnection
         var waiter: CheckedContinuation<Void, Never>?
+        /// The last `seq` its writer sent.
+        var sent: UInt64
+        /// Closed for being too slow: nothing more is sent.
+        var closing = false
     }
 
     /// What a writer sends next.
@@ -161,16 +165,11 @@ actor AgentSession {
             start = append(line)
             resend.insert(Self.numbered(line, start), at: 0)
         }
-        attachment = Attachment(id: id, connection: connection, waiter: nil)
-        sentPosition[id] = start
+        attachment = Attachment(id: id, connection: connection, waiter: nil, sent: start)
         return id
     }
 
-    /// Where each attachment's writer starts (read once by the writer).
-    private var sentPosition: [UInt64: UInt64] = [:]
-
     private func detach(_ id: UInt64) {
-        sentPosition[id] = nil
         guard attachment?.id == id else { return }
         attachment?.waiter?.resume()
         attachment = nil
@@ -193,14 +192,13 @@ actor AgentSession {
 
     /// The writer of attachment `id`: sends from the log in order until the attachment ends.
     private func write(to connection: WebSocketConnection, attachment id: UInt64) async {
-        var sent = sentPosition[id] ?? events.lastSequence
+        guard var sent = attachment?.sent, attachment?.id == id else { return }
         while true {
             switch await nextBatch(for: id, after: sent) {
             case .stop:
                 return
             case .overrun:
-                log("session \(sessionID): client too slow, events dropped from the buffer before being sent")
-                await connection.close(code: .tryAgainLater, reason: "event buffer exceeded")
+                closeTooSlow(connection)
                 return
             case .again(let lines):
                 for line in lines {
@@ -210,6 +208,7 @@ actor AgentSession {
                 for (offset, line) in lines.enumerated() {
                     do { try await connection.send(text: line + "\n") } catch { return }
                     sent = first + UInt64(offset)
+                    if attachment?.id == id { attachment?.sent = sent }
                 }
             }
         }
@@ -217,7 +216,7 @@ actor AgentSession {
 
     private func nextBatch(for id: UInt64, after sent: UInt64) async -> Batch {
         while true {
-            guard attachment?.id == id else { return .stop }
+            guard let current = attachment, current.id == id, !current.closing else { return .stop }
             if !resend.isEmpty {
                 defer { resend = [] }
                 return .again(resend)
@@ -337,7 +336,18 @@ actor AgentSession {
             attachment?.waiter = nil
             waiter.resume()
         }
+        // The writer is stuck behind a client that does not read, and the buffer dropped an
+        // event it had not sent: close now (the client resumes, or is told what it lost).
+        if let current = attachment, !current.closing, current.sent < events.lastSequence - UInt64(events.count) {
+            attachment?.closing = true
+            closeTooSlow(current.connection)
+        }
         return sequence
+    }
+
+    private func closeTooSlow(_ connection: WebSocketConnection) {
+        log("session \(sessionID): client too slow, events dropped from the buffer before being sent")
+        Task { await connection.close(code: .tryAgainLater, reason: "event buffer exceeded") }
     }
 
     /// `line` with `"seq":N` as its last member (a line that is not an object is wrapped as

@@ -149,6 +149,25 @@ struct ResumeTests {
         #expect(events == [.resumeFailed(reason: "buffer_exceeded"), .system(message: "no turn is running")])
     }
 
+    /// A client that stops reading while its session streams far more than the buffer holds is
+    /// closed with 1013 at once (the buffer is also the session's send queue), and told what it
+    /// lost when it resumes.
+    @Test func aClientThatStopsReadingIsClosedAndToldWhatItLost() async throws {
+        let server = try await AgentServerProcess(["--agent-command", "python3 -u \(AgentServerProcess.fakeAgent.path)",
+                                                   "--resume-buffer", "50"])
+        var endpoint = try server.endpoint()
+        let channel = try await Channel.connect(endpoint)
+        // 40 MB of events: more than the socket buffers and both queues hold.
+        try await channel.send(.message(content: "flood 40000"))
+        #expect(await server.waitForLog("client too slow"))
+        _ = await readEvents(channel) { _ in false }   // what reached us, to the end of the stream
+        #expect(await channel.closeStatus?.code == .tryAgainLater)
+        #expect(await channel.closeStatus?.reason == "event buffer exceeded")
+        endpoint.lastSequence = channel.lastSequence
+        let first = try await withChannel(endpoint) { channel in await readEvents(channel) { _ in true } }
+        #expect(first == [.resumeFailed(reason: "buffer_exceeded")])
+    }
+
     /// A second connection takes the session over (the first is closed with 1008 "replaced");
     /// a client with another token may not (403).
     @Test func takeoverIsForTheSameTokenOnly() async throws {

@@ -45,6 +45,14 @@ if prompt == "sleep":
     emit({"type": "partial", "data": {"text": "should never be seen"}})
     sys.exit(0)
 
+if prompt.startswith("flood "):
+    # N partial events of about 1 KB each, as fast as the pipe takes them.
+    text = "x" * 1000
+    for _ in range(int(prompt.split()[1])):
+        emit({"type": "partial", "data": {"text": text}})
+    emit({"type": "result", "data": {"num_turns": 1, "duration_ms": 5, "total_cost_usd": 0, "subtype": "success"}})
+    sys.exit(0)
+
 if prompt == "permission":
     emit({"type": "permission_request", "data": {"tool_use_id": "ext_1", "name": "rm", "input": {"path": "/tmp/x"}}})
     answer = json.loads(sys.stdin.readline())
