@@ -66,8 +66,18 @@ actor AgentSession {
         var waiter: CheckedContinuation<Void, Never>?
         /// The last `seq` its writer sent.
         var sent: UInt64
-        /// Closed for being too slow: nothing more is sent.
-        var closing = false
+        /// Too slow for the log's bound: nothing more is sent from the log.
+        var overrun = Overrun.none
+    }
+
+    /// Where a connection too slow for the log's bound is in being closed.
+    enum Overrun {
+        case none
+        /// Its writer sends `resend` (the resume failure, pending permission requests), which
+        /// must come first, then closes it.
+        case closeAfterResend
+        /// Its close is under way: nothing more is sent.
+        case closed
     }
 
     /// What a writer sends next.
@@ -206,6 +216,8 @@ actor AgentSession {
                 }
             case .lines(let first, let lines):
                 for (offset, line) in lines.enumerated() {
+                    // Closed for being too slow or taken over meanwhile: the rest is not sent.
+                    guard let current = attachment, current.id == id, current.overrun == .none else { return }
                     do { try await connection.send(text: line + "\n") } catch { return }
                     sent = first + UInt64(offset)
                     if attachment?.id == id { attachment?.sent = sent }
@@ -216,15 +228,26 @@ actor AgentSession {
 
     private func nextBatch(for id: UInt64, after sent: UInt64) async -> Batch {
         while true {
-            guard let current = attachment, current.id == id, !current.closing else { return .stop }
+            guard let current = attachment, current.id == id else { return .stop }
             if !resend.isEmpty {
                 defer { resend = [] }
                 return .again(resend)
             }
+            switch current.overrun {
+            case .closed:
+                return .stop
+            case .closeAfterResend:
+                attachment?.overrun = .closed
+                return .overrun
+            case .none:
+                break
+            }
             if events.lastSequence > sent {
                 switch events.replay(after: TopicPosition(epoch: events.epoch, sequence: sent), now: .now) {
                 case .recovered(let lines): return .lines(first: sent + 1, lines)
-                case .failed: return .overrun
+                case .failed:
+                    attachment?.overrun = .closed
+                    return .overrun
                 }
             }
             await withCheckedContinuation { attachment?.waiter = $0 }
@@ -301,7 +324,9 @@ actor AgentSession {
     }
 
     private func turnEnded(_ generation: UInt64) {
-        if active?.generation == generation { active = nil }
+        guard let turn = active, turn.generation == generation else { return }
+        active = nil
+        log("session \(sessionID): turn \(turn.number) finished")
     }
 
     /// Ends the running turn at once: bumps the generation (its later events are dropped),
@@ -336,11 +361,18 @@ actor AgentSession {
             attachment?.waiter = nil
             waiter.resume()
         }
-        // The writer is stuck behind a client that does not read, and the buffer dropped an
-        // event it had not sent: close now (the client resumes, or is told what it lost).
-        if let current = attachment, !current.closing, current.sent < events.lastSequence - UInt64(events.count) {
-            attachment?.closing = true
-            closeTooSlow(current.connection)
+        // The buffer dropped an event the writer had not sent: the connection is closed (the
+        // client resumes, or is told what it lost).
+        if let current = attachment, current.overrun == .none, current.sent < events.lastSequence - UInt64(events.count) {
+            if resend.isEmpty {
+                // The writer may be stuck in a send behind a client that does not read: close now.
+                attachment?.overrun = .closed
+                closeTooSlow(current.connection)
+            } else {
+                // The writer has not started on this connection (it takes `resend` first, so it is
+                // not stuck): it sends what must come first, such as the resume failure, then closes.
+                attachment?.overrun = .closeAfterResend
+            }
         }
         return sequence
     }

@@ -55,9 +55,10 @@ public actor Channel {
     ///
     /// With a `reconnect` policy, a connection lost for a transient reason is re-opened with
     /// backoff and the session resumed: each attempt sends `last_seq`, the `seq` of the last
-    /// event ``events`` delivered, and the server replays what came after it (or answers
-    /// ``ChannelEvent/resumeFailed(reason:)``). A turn keeps running on the server meanwhile, for
-    /// its grace period. Commands sent while disconnected follow the policy's
+    /// event ``events`` delivered (0 when none was: the session from its start, so events sent
+    /// while a first connection was being lost are not skipped), and the server replays what
+    /// came after it (or answers ``ChannelEvent/resumeFailed(reason:)``). A turn keeps running
+    /// on the server meanwhile, for its grace period. Commands sent while disconnected follow the policy's
     /// `ReconnectPolicy.whileDisconnected`; give `message` commands an `id` to send them again
     /// safely. A close with 1008 (another connection took the session over) is not retried.
     ///
@@ -75,7 +76,7 @@ public actor Channel {
         let position = SequencePosition(endpoint.lastSequence)
         let lines = try await adapter.connect(resolving: { () throws(SwitchboardError) -> any SocketEndpoint in
             var current = endpoint
-            current.lastSequence = position.value
+            current.lastSequence = position.nextAttempt()
             return current
         })
         return Channel(endpoint: endpoint, adapter: adapter, lines: lines, position: position)
@@ -120,19 +121,34 @@ extension Channel: CustomStringConvertible {
 
 /// The `seq` of the newest event delivered, shared with the reconnection's endpoint maker.
 private final class SequencePosition: Sendable {
-    private let state: Mutex<UInt64?>
-    init(_ initial: UInt64?) { state = Mutex(initial) }
-    var value: UInt64? { state.withLock { $0 } }
+    private struct State {
+        var value: UInt64?
+        var attempts = 0
+    }
+    private let state: Mutex<State>
+    init(_ initial: UInt64?) { state = Mutex(State(value: initial)) }
+    var value: UInt64? { state.withLock { $0.value } }
+    /// The `last_seq` of the next connection attempt. The first is the endpoint's (nil: a new
+    /// session, or the live stream of one). A reconnection follows a connection that was open
+    /// (a failed first attempt ends `connect`): with no event delivered it asks for the session
+    /// from its start, never for the live stream only, which would skip what the session sent
+    /// while that connection was being lost.
+    func nextAttempt() -> UInt64? {
+        state.withLock { s in
+            defer { s.attempts += 1 }
+            return s.attempts == 0 ? s.value : (s.value ?? 0)
+        }
+    }
     /// Moves to `sequence` if it is newer; false for an event delivered already.
     @discardableResult
     func advance(to sequence: UInt64) -> Bool {
-        state.withLock { current in
-            if let c = current, sequence <= c { return false }
-            current = sequence
+        state.withLock { s in
+            if let c = s.value, sequence <= c { return false }
+            s.value = sequence
             return true
         }
     }
-    func set(_ sequence: UInt64) { state.withLock { $0 = sequence } }
+    func set(_ sequence: UInt64) { state.withLock { $0.value = sequence } }
 }
 
 /// The line iterator, driven only by the events stream's (serialized) unfolding closure.

@@ -75,6 +75,27 @@ struct ResumeTests {
         #expect(await server.waitForLog("resumed"))
     }
 
+    /// The connection is lost before the first event arrives (the relay drops it, those bytes
+    /// unsent): the channel resumes from the session's start, not with the live stream only,
+    /// so the events the turn sent meanwhile arrive, once.
+    @Test func aConnectionCutBeforeItsFirstEventLosesNothing() async throws {
+        let server = try await AgentServerProcess(["--word-delay-ms", "5"])
+        let relay = try TCPRelay(targetPort: server.port)
+        defer { relay.stop() }
+        let endpoint = try ChannelEndpoint(baseURL: "ws://127.0.0.1:\(relay.port)", sessionID: UUID().uuidString, token: nil)
+        let events = try await withChannel(endpoint, reconnect: Self.policy) { channel in
+            relay.cutBeforeNextDownstream()
+            return try await Self.runTurn(channel, prompt: "hello agent", id: "turn-1")
+        }
+        #expect(relay.cutCount == 1)
+        #expect(events.first?.type == "partial")
+        let text = try #require(assistantText(events))
+        #expect(text.hasPrefix("You asked: hello agent."))
+        #expect(partialText(events) == text, "a streamed word was lost or repeated")
+        #expect(events.last?.resultSubtype == .success)
+        #expect(await server.waitForLog("resumed"))
+    }
+
     /// `agent-stream ask` itself, through the same relay: the cut connection is resumed and the
     /// turn printed whole.
     @Test func askSurvivesItsConnectionBeingCut() async throws {
@@ -155,7 +176,8 @@ struct ResumeTests {
     @Test func aClientThatStopsReadingIsClosedAndToldWhatItLost() async throws {
         let server = try await AgentServerProcess(["--agent-command", "python3 -u \(AgentServerProcess.fakeAgent.path)",
                                                    "--resume-buffer", "50"])
-        var endpoint = try server.endpoint()
+        let session = UUID().uuidString
+        var endpoint = try server.endpoint(session: session)
         let channel = try await Channel.connect(endpoint)
         // 40 MB of events: more than the socket buffers and both queues hold.
         try await channel.send(.message(content: "flood 40000"))
@@ -163,7 +185,28 @@ struct ResumeTests {
         _ = await readEvents(channel) { _ in false }   // what reached us, to the end of the stream
         #expect(await channel.closeStatus?.code == .tryAgainLater)
         #expect(await channel.closeStatus?.reason == "event buffer exceeded")
-        endpoint.lastSequence = channel.lastSequence
+        // Nothing past the close reached the client: it resumes from where it really is, once
+        // the flood is over (the buffer then holds its last 50 events only).
+        #expect(await server.waitForLog("session \(session): turn 1 finished"))
+        endpoint.lastSequence = channel.lastSequence ?? 0   // 0: it may have received nothing
+        let first = try await withChannel(endpoint) { channel in await readEvents(channel) { _ in true } }
+        #expect(first == [.resumeFailed(reason: "buffer_exceeded")])
+    }
+
+    /// A client resuming while the flood goes on is told what it lost first, even when the
+    /// buffer overruns again before its writer has sent anything (the close comes after).
+    @Test func resumingIntoAFloodIsToldFirst() async throws {
+        let server = try await AgentServerProcess(["--agent-command", "python3 -u \(AgentServerProcess.fakeAgent.path)",
+                                                   "--resume-buffer", "50"])
+        var endpoint = try server.endpoint()
+        let channel = try await Channel.connect(endpoint)
+        try await channel.send(.message(content: "flood 40000"))
+        #expect(await server.waitForLog("client too slow"))
+        _ = await readEvents(channel) { _ in false }
+        #expect(await channel.closeStatus?.code == .tryAgainLater)
+        // Resumes as a client that received nothing: the buffer had dropped event 1 by the time
+        // of the close (it closes when an event not sent yet is dropped).
+        endpoint.lastSequence = 0
         let first = try await withChannel(endpoint) { channel in await readEvents(channel) { _ in true } }
         #expect(first == [.resumeFailed(reason: "buffer_exceeded")])
     }

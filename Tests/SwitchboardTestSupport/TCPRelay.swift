@@ -27,6 +27,8 @@ package final class TCPRelay: @unchecked Sendable {
         /// Cut every connection once this many bytes went server → client since the last cut.
         var cutAfterDownstreamBytes: Int?
         var downstreamSinceCut = 0
+        /// Cut every connection when the server next sends something, without forwarding it.
+        var cutBeforeNextDownstream = false
     }
     private let lock = NSLock()
     private var state = State()
@@ -90,6 +92,12 @@ package final class TCPRelay: @unchecked Sendable {
     /// the clients (mid-stream, wherever that falls in a frame); nil stops it.
     package func cutEvery(downstreamBytes bytes: Int?) {
         withLock { $0.cutAfterDownstreamBytes = bytes; $0.downstreamSinceCut = 0 }
+    }
+
+    /// Cuts every connection (once) as soon as a server sends anything more, and drops those
+    /// bytes: the client never receives them, wherever they were in the stream.
+    package func cutBeforeNextDownstream() {
+        withLock { $0.cutBeforeNextDownstream = true }
     }
 
     /// Stops accepting and drops every connection.
@@ -164,6 +172,10 @@ package final class TCPRelay: @unchecked Sendable {
             for (index, from, to) in [(0, client, server), (1, server, client)] where fds[index].revents != 0 {
                 let n = buffer.withUnsafeMutableBytes { read(from, $0.baseAddress, $0.count) }
                 if n <= 0 { break loop }
+                if from == server && takeCutBeforeDownstream() {
+                    cutAll()
+                    break loop
+                }
                 if !writeAll(to, buffer, count: n) { break loop }
                 if from == server && countDownstream(n) { break loop }
             }
@@ -171,6 +183,14 @@ package final class TCPRelay: @unchecked Sendable {
         withLock { _ = $0.pairs.removeValue(forKey: id) }
         close(client)
         close(server)
+    }
+
+    /// Whether a cut before the next downstream bytes was asked for (it is then done: once).
+    private func takeCutBeforeDownstream() -> Bool {
+        withLock { s in
+            defer { s.cutBeforeNextDownstream = false }
+            return s.cutBeforeNextDownstream
+        }
     }
 
     /// Counts bytes sent to a client; true when that crossed the cut threshold (everything is cut).
