@@ -242,7 +242,7 @@ extension ServerInterop {
     // MARK: Origins and subprotocols
 
     @Test func originAllowList() async throws {
-        try await withTestServer({ $0.allowedOrigins = ["https://ok.example"] },
+        try await withTestServer({ $0.originPolicy = .exactly(["https://ok.example"]) },
                                  setup: { $0.route("/echo", handler: echoHandler) }) { _, port in
             let evil = try await ServerPeer.run("connect", port: port, ["/echo", "--origin", "https://evil.example"])
             let rejected = try #require(evil.first("rejected"), "\(evil.transcript)")

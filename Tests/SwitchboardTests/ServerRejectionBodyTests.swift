@@ -39,7 +39,7 @@ extension ServerInterop {
     }
 
     @Test func handshakeAndRoutingRejections() async throws {
-        try await withTestServer({ $0.allowedOrigins = ["https://good.example"] }, setup: { server in
+        try await withTestServer({ $0.originPolicy = .exactly(["https://good.example"]) }, setup: { server in
             server.route("/echo", handler: echoHandler)
             server.route("/closed", authenticate: { _ in .unauthorized() }, handler: echoHandler)
             server.route("/private", authenticate: { _ in .forbidden() }, handler: echoHandler)

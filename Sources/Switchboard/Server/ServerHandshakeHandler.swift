@@ -51,6 +51,11 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         }
     }
 
+    /// A loopback-bound server answers only to loopback `Host` names (DNS rebinding).
+    private var refusesNonLoopbackHosts: Bool {
+        server.configuration.refusesNonLoopbackHosts && LoopbackHost.isLoopback(bindAddress: server.configuration.host)
+    }
+
     func channelRead(_ bytes: UnsafeRawBufferPointer) {
         guard !done else { return }
         let result: HTTPParseResult<HTTPRequestHead>
@@ -69,6 +74,11 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
     }
 
     private func handle(_ head: HTTPRequestHead, leftover: [UInt8]) {
+        if refusesNonLoopbackHosts, !LoopbackHost.isLoopback(hostHeader: head.headers["Host"]) {
+            reject(HTTPResponse.error(status: 403, message: "this server answers only to loopback host names",
+                                      type: .permission, code: "host_not_allowed"), reason: .host)
+            return
+        }
         let kind: WebSocketRequestKind
         do {
             kind = try WebSocketServerHandshake.classify(head)
@@ -92,8 +102,8 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
                                           type: .notFound, code: "not_found"), reason: .notFound)
                 return
             }
-            if let allowed = server.configuration.allowedOrigins, let origin = request.origin,
-               !allowed.contains(origin) {
+            if !server.configuration.originPolicy.allows(origin: request.origin, host: request.headers["Host"],
+                                                         secure: server.configuration.tls != nil) {
                 reject(HTTPResponse.error(status: 403, message: "origin not allowed", type: .permission,
                                           code: "origin_not_allowed"), reason: .origin)
                 return

@@ -14,8 +14,10 @@ enum RejectionReason: String, CaseIterable, Sendable {
     case badRequest = "bad_request"
     /// No route for the path (404).
     case notFound = "not_found"
-    /// `Origin` not in `allowedOrigins` (403).
+    /// `Origin` refused by the `originPolicy` (403).
     case origin
+    /// A loopback-bound server got a non-loopback `Host` (403, DNS rebinding).
+    case host
     /// The route's `authenticate` hook refused, or did not answer in time.
     case authentication
     /// The TLS handshake failed.

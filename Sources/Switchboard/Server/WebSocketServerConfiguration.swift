@@ -17,9 +17,31 @@ public struct WebSocketServerConfiguration: Sendable {
     /// counts from accept to close: upgraded connections, and sockets still sending their
     /// request or waiting on `authenticate`.
     public var maxConnections: Int = 10_000
-    /// If set, upgrade requests whose `Origin` is not in this list get `403`. Requests without an
-    /// `Origin` header (non-browser clients) are allowed.
-    public var allowedOrigins: [String]?
+    /// Which web pages may open a WebSocket here, by their `Origin` (default ``OriginPolicy/any``:
+    /// the application decides). Upgrades from another origin get `403` with the JSON error body
+    /// (code `origin_not_allowed`); requests without an `Origin` header (programs, not browser
+    /// pages) are allowed. A server reachable from browsers should use
+    /// ``OriginPolicy/sameOrigin`` or ``OriginPolicy/exactly(_:)``, as the example servers do.
+    public var originPolicy: OriginPolicy = .any
+    /// The origins allowed, as a list: setting it sets ``originPolicy`` to
+    /// ``OriginPolicy/exactly(_:)`` (nil: ``OriginPolicy/any``).
+    @available(*, deprecated, message: "use originPolicy (.exactly, .sameOrigin(also:) or .any)")
+    public var allowedOrigins: [String]? {
+        get { allowedOriginList }
+        set {
+            allowedOriginList = newValue
+            originPolicy = newValue.map { .exactly($0) } ?? .any
+        }
+    }
+    private var allowedOriginList: [String]?
+    /// Whether a server bound to a loopback address (`127.0.0.1`, `::1`, `localhost`) refuses
+    /// requests whose `Host` is not a loopback name or address, with `403` (code
+    /// `host_not_allowed`) — upgrades and plain HTTP alike. Default true: this is the defence
+    /// against DNS rebinding, where a web page re-points its own name at 127.0.0.1 to reach a
+    /// server on the user's machine (its `Origin` then matches its `Host`, so an origin check
+    /// alone does not stop it). Has no effect on a server bound to another address. Turn it off
+    /// behind a reverse proxy on the same machine that forwards the public `Host`.
+    public var refusesNonLoopbackHosts = true
     /// Subprotocols the server speaks, in preference order; the first one the client also
     /// offers is selected.
     public var subprotocols: [String] = []

@@ -1,0 +1,139 @@
+/// Which web origins may open a WebSocket on a server: the browser's defence against
+/// cross-site WebSocket hijacking.
+///
+/// Browsers send an `Origin` header with every WebSocket upgrade and let any page open a
+/// WebSocket to any server, cookies and all; only the server can refuse a page from another
+/// site. A request without `Origin` (a program, not a browser page) is always allowed: the
+/// policy protects browser users, it does not authenticate clients.
+///
+/// - ``any``: every origin (the library's default, so that existing servers keep working).
+/// - ``sameOrigin``, ``sameOrigin(also:)``: the page must come from the server itself — the
+///   `Origin`'s scheme (`https` when the server speaks TLS, else `http`), host (compared
+///   case-insensitively) and port (default ports normalised: `http://a` is `http://a:80`) equal
+///   the request's `Host` — or be one of the listed origins. What gorilla/websocket does by
+///   default, and what the example servers use.
+/// - ``exactly(_:)``: only the listed origins.
+///
+/// Listed origins are compared the same normalised way (`HTTPS://Example.com:443` lists
+/// `https://example.com`). The opaque origin `null` (sandboxed frames, `file:` pages) is never
+/// the same origin and matches only if listed.
+///
+/// A same-origin check alone does not stop DNS rebinding (a page whose own name was re-pointed
+/// at 127.0.0.1 is "same origin" with its `Host`); a server bound to a loopback address also
+/// refuses non-loopback `Host` names (see ``LoopbackHost``).
+public struct OriginPolicy: Sendable, Hashable, CustomStringConvertible {
+    private enum Rule: Sendable, Hashable {
+        case any
+        case sameOrigin(also: [String])
+        case exactly([String])
+    }
+
+    private let rule: Rule
+    /// The listed origins, normalised once.
+    private let listed: Set<String>
+
+    private init(_ rule: Rule, listed: [String]) {
+        self.rule = rule
+        self.listed = Set(listed.map { Self.normalise($0) ?? $0.lowercased() })
+    }
+
+    /// Every origin is allowed (the default of ``OriginPolicy``'s users in the library, which
+    /// leaves origin checks to the application).
+    public static let any = OriginPolicy(.any, listed: [])
+
+    /// Only pages served by this server (the request's `Host`, scheme and port).
+    public static let sameOrigin = OriginPolicy(.sameOrigin(also: []), listed: [])
+
+    /// Pages served by this server, and the pages of `origins` (such as
+    /// `https://app.example.com`).
+    public static func sameOrigin(also origins: [String]) -> OriginPolicy {
+        OriginPolicy(.sameOrigin(also: origins), listed: origins)
+    }
+
+    /// Only the pages of `origins` (such as `https://app.example.com`).
+    public static func exactly(_ origins: [String]) -> OriginPolicy {
+        OriginPolicy(.exactly(origins), listed: origins)
+    }
+
+    /// Whether a request may proceed.
+    ///
+    /// - Parameters:
+    ///   - origin: the request's `Origin` header (nil when absent: always allowed).
+    ///   - host: the request's `Host` header (`name[:port]`, `[v6]:port`).
+    ///   - secure: whether the request came over TLS (the page's scheme must then be `https`).
+    public func allows(origin: String?, host: String?, secure: Bool) -> Bool {
+        guard let origin else { return true }
+        switch rule {
+        case .any:
+            return true
+        case .exactly:
+            return isListed(origin)
+        case .sameOrigin:
+            if isListed(origin) { return true }
+            guard let host, let page = Self.normalise(origin),
+                  let server = Self.normalise((secure ? "https://" : "http://") + host) else { return false }
+            return page == server
+        }
+    }
+
+    private func isListed(_ origin: String) -> Bool {
+        guard !listed.isEmpty else { return false }
+        return listed.contains(Self.normalise(origin) ?? origin.lowercased())
+    }
+
+    /// `scheme://host:port`, lower-cased, with the default port made explicit; nil when
+    /// `origin` is not a `scheme://host[:port]` (a path, user info or a bad port).
+    static func normalise(_ origin: String) -> String? {
+        guard let colon = origin.firstIndex(of: ":"), origin[colon...].hasPrefix("://") else { return nil }
+        let scheme = origin[..<colon].lowercased()
+        var authority = origin[origin.index(colon, offsetBy: 3)...]
+        if authority.hasSuffix("/") { authority = authority.dropLast() }
+        guard !scheme.isEmpty, !authority.isEmpty, !authority.contains("/"), !authority.contains("@"),
+              let (host, port) = Self.split(authority) else { return nil }
+        let resolvedPort: Int
+        if let port {
+            resolvedPort = port
+        } else {
+            switch scheme {
+            case "http", "ws": resolvedPort = 80
+            case "https", "wss": resolvedPort = 443
+            default: return nil
+            }
+        }
+        return "\(scheme)://\(host.lowercased()):\(resolvedPort)"
+    }
+
+    /// `host[:port]` or `[v6][:port]` split; the port, when present, must be 0...65535.
+    static func split(_ authority: Substring) -> (host: Substring, port: Int?)? {
+        let hostPart: Substring
+        let rest: Substring
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { return nil }
+            hostPart = authority[...close]
+            rest = authority[authority.index(after: close)...]
+        } else if let colon = authority.lastIndex(of: ":") {
+            hostPart = authority[..<colon]
+            rest = authority[colon...]
+        } else {
+            hostPart = authority
+            rest = ""
+        }
+        guard !hostPart.isEmpty else { return nil }
+        if rest.isEmpty { return (hostPart, nil) }
+        guard rest.hasPrefix(":") else { return nil }
+        let digits = rest.dropFirst()
+        guard !digits.isEmpty, digits.count <= 5, digits.allSatisfy({ $0.isASCII && $0.isNumber }),
+              let port = Int(digits), port <= 65535 else { return nil }
+        return (hostPart, port)
+    }
+
+    /// `any`, `sameOrigin`, `sameOrigin(also: […])` or `exactly([…])`.
+    public var description: String {
+        switch rule {
+        case .any: "any"
+        case .sameOrigin(let also) where also.isEmpty: "sameOrigin"
+        case .sameOrigin(let also): "sameOrigin(also: \(also))"
+        case .exactly(let origins): "exactly(\(origins))"
+        }
+    }
+}
