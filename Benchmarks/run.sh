@@ -70,7 +70,8 @@
 # SERVERS="uws switchboard switchboard-tasks nio hummingbird python" (uws only when found)
 # SCENARIOS="<names below>" UWS_DIR=<folder with uws-echo and uws-fanout>
 # CLIENTS=0 (skip the client benchmark) CLIENT_LIST="sb-client python-client node-client"
-# CLIENT_SCENARIOS="<client names below>"
+# CLIENT_SCENARIOS="<client names below>" BASE_BIN=<folder with a baseline release echo-server:
+# adds the servers "base" and "base-tasks", for before/after comparisons in one interleaved run>
 # OUT=<results dir> SWITCHBOARD_BIN=<folder with a release echo-server, e.g. another checkout's
 # .build/release, for before/after comparisons; default: this checkout's, built here; the
 # client benchmark always uses this checkout's library>
@@ -140,9 +141,9 @@ CLIENT_SCENARIOS=${CLIENT_SCENARIOS:-$(echo "$CLIENT_ALL_SCENARIOS" | cut -d'|' 
 supports() {  # server scenario
     case "$2" in
         fanout-redis-*) return 1 ;;  # its own section and table, after the server rounds
-        fanout-*) case "$1" in switchboard|switchboard-tasks|uws) return 0 ;; *) return 1 ;; esac ;;  # others: echo only
-        tls-*) case "$1" in switchboard|switchboard-tasks|python) return 0 ;; *) return 1 ;; esac ;;  # NIO peers: no swift-nio-ssl; uws: built without TLS
-        *-deflate-*) case "$1" in switchboard|switchboard-tasks|uws|python) return 0 ;; *) return 1 ;; esac ;;  # NIO peers: no permessage-deflate
+        fanout-*) case "$1" in switchboard|switchboard-tasks|base|base-tasks|uws) return 0 ;; *) return 1 ;; esac ;;  # others: echo only
+        tls-*) case "$1" in switchboard|switchboard-tasks|base|base-tasks|python) return 0 ;; *) return 1 ;; esac ;;  # NIO peers: no swift-nio-ssl; uws: built without TLS
+        *-deflate-*) case "$1" in switchboard|switchboard-tasks|base|base-tasks|uws|python) return 0 ;; *) return 1 ;; esac ;;  # NIO peers: no permessage-deflate
         *) return 0 ;;
     esac
 }
@@ -191,6 +192,14 @@ else
     say "building Switchboard's echo-server (release)"
     swift build -c release --package-path "$root" --product echo-server 2>&1 | tail -1
     sbbin="$root/.build/release"
+fi
+# Before/after: BASE_BIN names a folder with another build's release echo-server (say, the
+# previous commit's); servers "base" and "base-tasks" run it, interleaved with the others.
+basebin=""
+if [ -n "${BASE_BIN:-}" ]; then
+    basebin="$(cd "$BASE_BIN" && pwd)"
+    say "baseline echo-server: $basebin"
+    SERVERS=${SERVERS/switchboard-tasks/switchboard-tasks base base-tasks}
 fi
 say "building the load generator, peers and micro benchmarks (release)"
 swift build -c release 2>&1 | tail -1
@@ -251,6 +260,8 @@ start_server() {  # name tls(0|1) [variant: fanout (uws runs uws-fanout), shared
             UWS_COMPRESSION=$uwscomp PORT=$picked_port taskset -c 0 "$uwsdir/$uwsbin" >"$log" 2>&1 & ;;
         switchboard) taskset -c 0 "$sbbin/echo-server" --port 0 --loops 1 --api callbacks "${tlsargs[@]}" "${sbargs[@]}" >"$log" 2>&1 & ;;
         switchboard-tasks) taskset -c 0 "$sbbin/echo-server" --port 0 --loops 1 --api tasks "${tlsargs[@]}" "${sbargs[@]}" >"$log" 2>&1 & ;;
+        base) taskset -c 0 "$basebin/echo-server" --port 0 --loops 1 --api callbacks "${tlsargs[@]}" "${sbargs[@]}" >"$log" 2>&1 & ;;
+        base-tasks) taskset -c 0 "$basebin/echo-server" --port 0 --loops 1 --api tasks "${tlsargs[@]}" "${sbargs[@]}" >"$log" 2>&1 & ;;
         nio) taskset -c 0 "$bin/nio-echo-server" --port 0 --loops 1 >"$log" 2>&1 & ;;
         hummingbird) taskset -c 0 "$bin/hummingbird-echo-server" --port 0 --loops 1 >"$log" 2>&1 & ;;
         python) taskset -c 0 python3 "$here/Peers/python_echo_server.py" --port 0 "${tlsargs[@]}" "${pyargs[@]}" >"$log" 2>&1 & ;;

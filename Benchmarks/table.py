@@ -37,6 +37,7 @@ def parse_scenarios(text):
 scenarios = parse_scenarios(scenarios_arg)
 client_scenarios = parse_scenarios(client_scenarios_arg)
 names = {"uws": "uWebSockets", "switchboard": "Switchboard (callbacks)", "switchboard-tasks": "Switchboard (tasks)",
+         "base": "baseline (callbacks)", "base-tasks": "baseline (tasks)",
          "nio": "raw SwiftNIO", "hummingbird": "Hummingbird 2", "python": "Python websockets",
          "sb-client": "Switchboard client", "python-client": "Python websockets", "node-client": "Node ws"}
 
@@ -96,9 +97,13 @@ if "uws" in servers:
         server_ratios.append(("SB callbacks / uWS", "switchboard", "uws"))
     if "switchboard-tasks" in servers:
         server_ratios.append(("SB tasks / uWS", "switchboard-tasks", "uws"))
+if "base" in servers and "switchboard" in servers:
+    server_ratios.append(("SB callbacks / baseline", "switchboard", "base"))
+if "base-tasks" in servers and "switchboard-tasks" in servers:
+    server_ratios.append(("SB tasks / baseline", "switchboard-tasks", "base-tasks"))
 if "switchboard" in servers:
     for p in servers:
-        if not p.startswith("switchboard") and p != "uws":
+        if not p.startswith("switchboard") and not p.startswith("base") and p != "uws":
             server_ratios.append((f"SB / {names.get(p, p)}", "switchboard", p))
 if "switchboard-tasks" in servers and "nio" in servers:
     server_ratios.append(("SB tasks / raw SwiftNIO", "switchboard-tasks", "nio"))
