@@ -84,7 +84,8 @@ let package = Package(
         // What the examples share: running a server until SIGTERM/SIGINT (in a ServiceGroup
         // with the ServiceLifecycleSupport trait), and the clients' network flags.
         .target(name: "ExampleSupport",
-                dependencies: ["Switchboard", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                dependencies: ["Switchboard", "SwitchboardCore",
+                               .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle",
                                         condition: .when(traits: ["ServiceLifecycleSupport"]))],
                 path: "Examples/ExampleSupport"),

@@ -26,6 +26,7 @@ struct Serve: AsyncParsableCommand {
     var resumeGrace: Double = 30
     @Option(help: "Events a session keeps for a reconnecting client (also its send queue's bound).")
     var resumeBuffer = 1_000
+    @OptionGroup var access: ServerAccessOptions
 
     func validate() throws {
         if port < 0 || port > 65535 { throw ValidationError("--port must be 0...65535") }
@@ -41,6 +42,7 @@ struct Serve: AsyncParsableCommand {
         logger.logLevel = .warning
         var config = WebSocketServerConfiguration(host: host, port: port)
         config.shutdownTimeout = .seconds(2)
+        access.apply(to: &config)
         let server = WebSocketServer(configuration: config, logger: logger)
         let agent: any Agent = agentCommand.map { CommandAgent(command: $0) }
             ?? BuiltInAgent(wordDelay: .milliseconds(max(0, wordDelayMs)))

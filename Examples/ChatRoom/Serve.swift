@@ -26,6 +26,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Lines per second each connection may send, on average (token-bucket refill rate).") var rate: Double = 20
     @Option(help: "Lines a connection may send at once before the rate applies (token-bucket size).") var burst: Double = 40
     @Flag(help: "Decline permessage-deflate (accepted by default: no context takeover, shared zlib streams).") var noDeflate = false
+    @OptionGroup var access: ServerAccessOptions
 
     func validate() throws {
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
@@ -45,6 +46,7 @@ struct Serve: AsyncParsableCommand {
         let requiredToken = token ?? ProcessInfo.processInfo.environment["CHAT_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         var config = WebSocketServerConfiguration(host: host, port: port)
         config.shutdownTimeout = .seconds(5)
+        access.apply(to: &config)
         if !noDeflate { config.connection.compression = .default }
         if let tlsCert, let tlsKey {
             config.tls = TLSServerConfiguration(certificateChainFile: tlsCert, privateKeyFile: tlsKey)

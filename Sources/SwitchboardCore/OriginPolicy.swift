@@ -76,6 +76,12 @@ public struct OriginPolicy: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// Whether `origin` is something a browser sends: `scheme://host[:port]` (no path, no user
+    /// information, a port within 0...65535) or `null`. For validating configured origins.
+    public static func isValid(origin: String) -> Bool {
+        origin == "null" || normalise(origin) != nil
+    }
+
     private func isListed(_ origin: String) -> Bool {
         guard !listed.isEmpty else { return false }
         return listed.contains(Self.normalise(origin) ?? origin.lowercased())
