@@ -12,10 +12,13 @@ struct ChatSession {
     /// Rooms this connection has joined → its user name there.
     private var joined: [String: String] = [:]
     private var limiter: RateLimiter
+    /// Rooms this connection may be in at once: a `join` beyond gets `too_many_rooms`.
+    private let maxRooms: Int
 
     init(connection: WebSocketConnection, server: WebSocketServer, backend: any ChatBackend,
-         limiter: RateLimiter = RateLimiter()) {
+         limiter: RateLimiter = RateLimiter(), maxRooms: Int = ChatLimits.defaultMaxRoomsPerConnection) {
         self.limiter = limiter
+        self.maxRooms = maxRooms
         self.connection = connection
         self.server = server
         self.backend = backend
@@ -59,6 +62,8 @@ struct ChatSession {
         switch command {
         case .join(let room, let user, let since):
             if joined[room] != nil { return try await reply(.error(.alreadyJoined(room))) }
+            // Before anything is subscribed or written (here, in Redis): refused, it costs nothing.
+            if joined.count >= maxRooms { return try await reply(.error(.tooManyRooms(maxRooms))) }
             if let since { return try await rejoin(room: room, user: user, since: since) }
             switch await backend.join(room: room, user: user, connection: connection, replacingStale: false) {
             case .failure(let e):

@@ -9,6 +9,10 @@ package enum ChatLimits {
     package static let resumeHistoryCount = 500
     /// Largest `since` accepted: ids stay below 2^53 (exact in JavaScript).
     package static let maxMessageID: Int64 = 1 << 53
+    /// Rooms one connection may be in at once, by default (`--max-rooms-per-connection`): far
+    /// more than a person follows, and a bound on what one connection makes the server hold
+    /// (presence entries, topic subscriptions, Redis SUBSCRIBEs) however long it joins.
+    package static let defaultMaxRoomsPerConnection = 100
 }
 
 /// A protocol error sent as `{"type":"error","error":{"message","type","code"[,"retry_after"]}}`.
@@ -44,6 +48,10 @@ package struct ChatError: Error, Equatable, Sendable {
     }
     package static func alreadyJoined(_ room: String) -> Self {
         .init(message: "already joined to room '\(room)'", type: "state_error", code: "already_joined")
+    }
+    package static func tooManyRooms(_ max: Int) -> Self {
+        .init(message: "already in \(max) rooms, the most a connection may join; leave one first",
+              type: "state_error", code: "too_many_rooms")
     }
     package static func nameTaken(_ user: String, _ room: String) -> Self {
         .init(message: "user name '\(user)' is taken in room '\(room)'", type: "conflict_error", code: "name_taken")
