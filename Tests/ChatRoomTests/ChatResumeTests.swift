@@ -124,6 +124,31 @@ struct ChatResumeTests {
         #expect(await server.stop() == 0)
     }
 
+    /// A message with U+0000 inside is stored whole: a re-join with `since` and a plain join
+    /// get it in `history` exactly as the live broadcast had it.
+    @Test(arguments: Backend.allCases)
+    func messageWithNULIsStoredAndReturnedWhole(_ backend: Backend) async throws {
+        let (server, redis) = try await Self.server(backend)
+        defer { server.child.signal(SIGKILL); withExtendedLifetime(redis) {} }
+        let alice = try await TestPeer.connect("alice", url: server.wsURL)
+        try await alice.send(.join(room: "r", user: "alice"))
+        try await alice.expect("alice's history") { $0.type == "history" }
+        let before = try await Self.post(alice, "r", "first")
+        let text = "before\u{0000}after \u{0000}\u{0000} end"
+        let id = try await Self.post(alice, "r", text)      // the live echo has it whole
+
+        let bob = try await TestPeer.connect("bob", url: server.wsURL)
+        try await bob.send(.join(room: "r", user: "bob", since: before))
+        let resumed = try await bob.expect("history after the first message") { $0.type == "history" }
+        #expect(resumed.messages?.map(\.id) == [id])
+        #expect(resumed.messages?.first?.text == text, "\(resumed)")
+        let carol = try await TestPeer.connect("carol", url: server.wsURL)
+        try await carol.send(.join(room: "r", user: "carol"))
+        let plain = try await carol.expect("carol's history") { $0.type == "history" }
+        #expect(plain.messages?.map(\.text) == ["first", text], "\(plain)")
+        #expect(await server.stop() == 0)
+    }
+
     /// A server without rate limit, a relay in front of it, and alice in room `r` (connected
     /// directly) who already said "before".
     static func relayedRoom(_ backend: Backend) async throws -> (ChatServerProcess, RedisServerProcess?, TCPRelay, TestPeer) {
