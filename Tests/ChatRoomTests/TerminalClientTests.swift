@@ -43,4 +43,37 @@ struct TerminalClientTests {
         #expect(!(await bob.events).contains { $0.text == "in the second room" })
         #expect(await server.stop() == 0)
     }
+
+    /// Text from the server (message text, in `history` and live) is printed with its control
+    /// characters other than tab and newline escaped, and a newline in a message starts an
+    /// indented line: no escape sequence reaches the terminal and no line can pass for an event.
+    @Test func controlCharactersFromTheServerAreShownEscaped() async throws {
+        let server = try await ChatServerProcess(db: try ChatPaths.tempDirectory().appendingPathComponent("chat.sqlite"))
+        defer { server.child.signal(SIGKILL) }
+        let bob = try await TestPeer.connect("bob", url: server.wsURL)
+        try await bob.send(.join(room: "general", user: "bob"))
+        try await bob.expect("history") { $0.type == "history" }
+        let hostile = "\u{1B}[2J\u{1B}]0;pwned\u{07}x\r[general] carol: fake\u{9B}31m\u{7F}\u{00}\ttab\n[general] dave: second"
+        let escaped = #"\u{1B}[2J\u{1B}]0;pwned\u{07}x\u{0D}[general] carol: fake\u{9B}31m\u{7F}\u{00}"# + "\ttab"
+        try await bob.send(.message(room: "general", text: "old " + hostile))
+        try await bob.expect("own message") { $0.type == "message" }
+
+        let alice = try ChildProcess(executable: try ChatPaths.binary(),
+                                     arguments: ["join", "--url", server.wsURL, "--room", "general", "--user", "alice"])
+        defer { alice.signal(SIGKILL) }
+        try await alice.waitForLine("the history line") { $0 == "[general] bob: old " + escaped }
+        try await alice.waitForLine("its second line, indented") { $0 == "  [general] dave: second" }
+        try await bob.send(.message(room: "general", text: "live " + hostile))
+        try await alice.waitForLine("the live line") { $0 == "[general] bob: live " + escaped }
+        try await bob.send(.message(room: "general", text: "end"))
+        try await alice.waitForLine("the last line") { $0 == "[general] bob: end" }
+        let lines = alice.lines
+        #expect(lines.filter { $0 == "  [general] dave: second" }.count == 2, "\(lines)")
+        #expect(!lines.contains { $0.hasPrefix("[general] carol") || $0.hasPrefix("[general] dave") }, "\(lines)")
+        let controls = lines.filter { $0.unicodeScalars.contains { $0.properties.generalCategory == .control && $0 != "\t" } }
+        #expect(controls.isEmpty, "\(controls)")
+        alice.closeStdin()
+        #expect(await alice.waitForExit() == 0)
+        #expect(await server.stop() == 0)
+    }
 }
