@@ -38,10 +38,11 @@ struct Join: AsyncParsableCommand {
         let socket = SocketAdapter(reconnect: reconnect
             ? ReconnectPolicy(baseDelay: .milliseconds(250), maxDelay: .seconds(5)) : .never)
         // Re-joins with the last message id seen in each room: the server sends what was missed
-        // (exactly once, in order) and takes over this user's stale presence.
+        // (exactly once, in order) and, with the room's key, takes over this user's stale presence.
         await socket.onReconnect { socket in
-            for (room, since) in await joined.resumePoints() {
-                try await socket.send(command: ChatCommand.join(room: room, user: joined.user, since: since))
+            for point in await joined.resumePoints() {
+                try await socket.send(command: ChatCommand.join(room: point.room, user: joined.user, since: point.since,
+                                                                rejoinKey: point.rejoinKey))
             }
         }
         let stateReporter = Task {
@@ -123,22 +124,29 @@ struct Join: AsyncParsableCommand {
     }
 }
 
-/// The rooms to join again after a reconnect, and the last message id seen in each.
+/// The rooms to join again after a reconnect, the last message id seen in each, and the key of
+/// this user's presence there (from the `presence` answering its join; kept in memory only).
 actor JoinedRooms {
     nonisolated let user: String
     private(set) var rooms: [String]
     private(set) var hasConnectedOnce = false
     private var lastSeen: [String: Int64] = [:]
+    private var keys: [String: String] = [:]
     init(user: String, rooms: [String]) {
         self.user = user
         self.rooms = rooms
     }
-    func set(_ rooms: [String]) { self.rooms = rooms }
+    func set(_ rooms: [String]) {
+        self.rooms = rooms
+        keys = keys.filter { rooms.contains($0.key) }
+    }
     func markConnected() { hasConnectedOnce = true }
 
-    /// Remembers the newest message id of a `message` or `history` event.
+    /// Remembers the newest message id of a `message` or `history` event, and the key of a
+    /// `presence`.
     func saw(_ event: ServerEvent) {
         guard let room = event.room else { return }
+        if event.type == "presence", let key = event.rejoinKey { keys[room] = key }
         let ids: [Int64] = switch event.type {
         case "message": event.id.map { [$0] } ?? []
         case "history": (event.messages ?? []).map(\.id)
@@ -147,9 +155,10 @@ actor JoinedRooms {
         if let newest = ids.max(), newest > lastSeen[room] ?? 0 { lastSeen[room] = newest }
     }
 
-    /// Each joined room with the id to resume after (0: no message seen yet).
-    func resumePoints() -> [(room: String, since: Int64)] {
-        rooms.map { ($0, lastSeen[$0] ?? 0) }
+    /// Each joined room with the id to resume after (0: no message seen yet) and the key of the
+    /// presence to take over (nil before the first `presence`).
+    func resumePoints() -> [(room: String, since: Int64, rejoinKey: String?)] {
+        rooms.map { ($0, lastSeen[$0] ?? 0, keys[$0]) }
     }
 }
 
