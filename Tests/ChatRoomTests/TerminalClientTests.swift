@@ -1,4 +1,5 @@
 import Foundation
+import SwitchboardTestSupport
 import Testing
 
 /// `chat-room join`, driven through its stdin and stdout.
@@ -75,5 +76,51 @@ struct TerminalClientTests {
         alice.closeStdin()
         #expect(await alice.waitForExit() == 0)
         #expect(await server.stop() == 0)
+    }
+
+    /// The terminal client keeps the `rejoinKey` of each room's `presence` and sends it, with
+    /// `since`, when it re-joins after a cut: a stand-in server (Peers/recording_chat_server.py)
+    /// records what it sends, a TCP relay cuts the connection twice.
+    @Test func rejoinsCarryEachRoomsKeyAndSince() async throws {
+        try await Python.require(module: "websockets", hint: "pip install websockets")
+        let recorder = try ChildProcess(executable: URL(fileURLWithPath: "/usr/bin/env"),
+                                        arguments: ["python3", "-u", ChatPaths.peers.appendingPathComponent("recording_chat_server.py").path])
+        defer { recorder.signal(SIGKILL) }
+        let listening = try await recorder.waitForLine("the stand-in server's port") { $0.hasPrefix("LISTENING ") }
+        let port = try #require(Int(listening.dropFirst("LISTENING ".count)))
+        let relay = try TCPRelay(targetPort: port)
+        defer { relay.stop() }
+        let terminal = try ChildProcess(executable: try ChatPaths.binary(),
+                                        arguments: ["join", "--url", "ws://127.0.0.1:\(relay.port)/v1/ws", "--room", "r", "--user", "term"])
+        defer { terminal.signal(SIGKILL) }
+        try await terminal.waitForLine("presence in r") { $0 == "[r] users: term" }
+        terminal.write("/join s\n")
+        try await terminal.waitForLine("presence in s") { $0 == "[s] users: term" }
+
+        struct Join: Decodable { var type: String; var room: String; var user: String; var since: Int64?; var rejoinKey: String? }
+        for cut in 1...2 {
+            #expect(relay.cutAll() == 1)
+            let connection = cut + 1
+            for room in ["r", "s"] {
+                let line = try await recorder.waitForLine("the re-join of \(room) on connection \(connection)") {
+                    $0.hasPrefix("conn\(connection) ") && $0.contains(#""room":"\#(room)""#)
+                }
+                let join = try JSONDecoder().decode(Join.self, from: Data(line.dropFirst("conn\(connection) ".count).utf8))
+                #expect(join.type == "join" && join.user == "term", "\(line)")
+                // The id of the last message the previous connection's history held, and the key
+                // of its presence.
+                #expect(join.since == Int64(41 + cut), "\(line)")
+                #expect(join.rejoinKey == "key-\(room)-\(cut)", "\(line)")
+            }
+            // Both answers printed (so their keys are kept) before the next cut.
+            for room in ["r", "s"] {
+                try await terminal.waitForLine("presence in \(room) on connection \(connection)") { _ in
+                    terminal.lines.filter { $0 == "[\(room)] users: term" }.count >= connection
+                }
+            }
+        }
+        terminal.closeStdin()
+        #expect(await terminal.waitForExit() == 0)
+        recorder.closeStdin()
     }
 }
