@@ -1,18 +1,41 @@
 import ChatRoomCore
 import Switchboard
 
+/// What a `join` claims of its name: the key of a new presence, and for a re-join the key that
+/// takes over the name's presence when another connection holds it.
+struct PresenceClaim: Sendable {
+    /// Stored with the presence when the name is free (``RejoinKey/make()``).
+    var newKey: String
+    /// A re-join's `rejoinKey`: a presence of the name held by another connection is taken
+    /// over only when its key is this one (compared in constant time). nil (a first join, a
+    /// re-join without key): `name_taken`.
+    var rejoinKey: String?
+}
+
+/// A successful join.
+struct JoinedPresence: Sendable {
+    /// The room's users, in join order.
+    var users: [String]
+    /// The name was present and taken over (a re-join): the others get no `join` event.
+    var replaced: Bool
+    /// The presence's key, for the joiner's `presence`: a take-over keeps the existing one, so
+    /// a client that lost the answer to a re-join can still re-join with the key it has.
+    var rejoinKey: String
+}
+
 /// Where a chat server keeps its rooms: who is in them, and their history. One process
 /// (``LocalChatBackend``: SQLite) or every process sharing a Redis (``RedisChatBackend``).
 protocol ChatBackend: Sendable {
     /// Adds `user` to `room` and subscribes `connection` to the room's topic; returns the
-    /// presence list (join order) and whether the name was already present (replaced), or
-    /// `name_taken`. With `replacingStale` (a re-join with `since`) a name held by a stale
-    /// connection is taken over instead. When it returns, the connection receives every event
-    /// published to the room afterwards, from any process.
+    /// presence list (join order), whether the name was already present (replaced) and the
+    /// presence's key, or `name_taken`. A name held by another connection (a stale one, not
+    /// noticed gone yet) is taken over only by a claim carrying its key. When it returns, the
+    /// connection receives every event published to the room afterwards, from any process.
     func join(room: String, user: String, connection: WebSocketConnection,
-              replacingStale: Bool) async -> Result<(users: [String], replaced: Bool), ChatError>
+              claim: PresenceClaim) async -> Result<JoinedPresence, ChatError>
     /// Removes `user` from `room` and unsubscribes `connection`; false when the name was no
-    /// longer this connection's (taken over by a re-join): nobody left.
+    /// longer this connection's (taken over by a re-join, here or through another process):
+    /// nobody left.
     func leave(room: String, user: String, connection: WebSocketConnection) async -> Bool
     /// Stores a message and broadcasts it to the room (persisted first, ids increasing, delivered
     /// in id order).
@@ -33,8 +56,8 @@ struct LocalChatBackend: ChatBackend {
     let store: HistoryStore
 
     func join(room: String, user: String, connection: WebSocketConnection,
-              replacingStale: Bool) async -> Result<(users: [String], replaced: Bool), ChatError> {
-        await directory.join(room: room, user: user, connection: connection, replacingStale: replacingStale)
+              claim: PresenceClaim) async -> Result<JoinedPresence, ChatError> {
+        await directory.join(room: room, user: user, connection: connection, claim: claim)
     }
 
     func leave(room: String, user: String, connection: WebSocketConnection) async -> Bool {

@@ -12,10 +12,13 @@ struct ChatSession {
     /// Rooms this connection has joined → its user name there.
     private var joined: [String: String] = [:]
     private var limiter: RateLimiter
+    /// Rooms this connection may be in at once: a `join` beyond gets `too_many_rooms`.
+    private let maxRooms: Int
 
     init(connection: WebSocketConnection, server: WebSocketServer, backend: any ChatBackend,
-         limiter: RateLimiter = RateLimiter()) {
+         limiter: RateLimiter = RateLimiter(), maxRooms: Int = ChatLimits.defaultMaxRoomsPerConnection) {
         self.limiter = limiter
+        self.maxRooms = maxRooms
         self.connection = connection
         self.server = server
         self.backend = backend
@@ -57,17 +60,20 @@ struct ChatSession {
 
     private mutating func handle(_ command: ClientCommand) async throws {
         switch command {
-        case .join(let room, let user, let since):
+        case .join(let room, let user, let since, let rejoinKey):
             if joined[room] != nil { return try await reply(.error(.alreadyJoined(room))) }
-            if let since { return try await rejoin(room: room, user: user, since: since) }
-            switch await backend.join(room: room, user: user, connection: connection, replacingStale: false) {
+            // Before anything is subscribed or written (here, in Redis): refused, it costs nothing.
+            if joined.count >= maxRooms { return try await reply(.error(.tooManyRooms(maxRooms))) }
+            if let since { return try await rejoin(room: room, user: user, since: since, rejoinKey: rejoinKey) }
+            let claim = PresenceClaim(newKey: RejoinKey.make(), rejoinKey: nil)
+            switch await backend.join(room: room, user: user, connection: connection, claim: claim) {
             case .failure(let e):
                 try await reply(.error(e))
             case .success(let result):
                 joined[room] = user
                 await publish(ServerEvent(type: "join", id: EventStamp.nextID(), ts: EventStamp.nowMillis(), room: room, user: user),
                               to: room)
-                try await reply(ServerEvent(type: "presence", room: room, users: result.users))
+                try await reply(ServerEvent(type: "presence", room: room, users: result.users, rejoinKey: result.rejoinKey))
                 do {
                     let history = try await backend.recent(room: room)
                     try await reply(ServerEvent(type: "history", room: room, messages: history))
@@ -103,12 +109,14 @@ struct ChatSession {
     /// A join with `since` (a re-join after a reconnect): the room's events are held for this
     /// connection from before its presence is written until the history of what it missed is
     /// sent, so the history and the live events join with no gap, no duplicate and in id order.
-    /// A stale presence of the same name (the connection the client lost) is taken over.
-    private mutating func rejoin(room: String, user: String, since: Int64) async throws {
+    /// A presence of the same name held by another connection (the one the client lost, not
+    /// noticed gone yet) is taken over only with its `rejoinKey`; otherwise `name_taken`.
+    private mutating func rejoin(room: String, user: String, since: Int64, rejoinKey: String?) async throws {
         let topic = RoomDirectory.topic(room)
         let catchUp = await server.subscribeCatchingUp(connection, to: topic)
-        let result: (users: [String], replaced: Bool)
-        switch await backend.join(room: room, user: user, connection: connection, replacingStale: true) {
+        let result: JoinedPresence
+        let claim = PresenceClaim(newKey: RejoinKey.make(), rejoinKey: rejoinKey)
+        switch await backend.join(room: room, user: user, connection: connection, claim: claim) {
         case .failure(let e):
             await catchUp.cancel()
             server.unsubscribe(connection, from: topic)
@@ -122,7 +130,7 @@ struct ChatSession {
             await publish(ServerEvent(type: "join", id: EventStamp.nextID(), ts: EventStamp.nowMillis(), room: room, user: user),
                           to: room)
         }
-        try await reply(ServerEvent(type: "presence", room: room, users: result.users))
+        try await reply(ServerEvent(type: "presence", room: room, users: result.users, rejoinKey: result.rejoinKey))
         let history: ServerEvent
         let newest: Int64
         do {

@@ -81,9 +81,9 @@ final class SQLiteDatabase {
     func insert(room: String, user: String, text: String, ts: Int64) throws -> Int64 {
         guard let h = handle, let s = insertStatement else { throw HistoryStore.Failure(description: "database closed") }
         defer { sqlite3_reset(s); sqlite3_clear_bindings(s) }
-        sqlite3_bind_text(s, 1, room, -1, Self.transient)
-        sqlite3_bind_text(s, 2, user, -1, Self.transient)
-        sqlite3_bind_text(s, 3, text, -1, Self.transient)
+        try bind(room, at: 1, in: s)
+        try bind(user, at: 2, in: s)
+        try bind(text, at: 3, in: s)
         sqlite3_bind_int64(s, 4, ts)
         guard sqlite3_step(s) == SQLITE_DONE else { throw error("insert") }
         return sqlite3_last_insert_rowid(h)
@@ -101,7 +101,7 @@ final class SQLiteDatabase {
     private func select(_ statement: OpaquePointer?, room: String, limit: Int, after id: Int64?) throws -> [ServerEvent.Message] {
         guard let s = statement else { throw HistoryStore.Failure(description: "database closed") }
         defer { sqlite3_reset(s); sqlite3_clear_bindings(s) }
-        sqlite3_bind_text(s, 1, room, -1, Self.transient)
+        try bind(room, at: 1, in: s)
         sqlite3_bind_int64(s, 2, Int64(limit))
         if let id { sqlite3_bind_int64(s, 3, id) }
         var rows: [ServerEvent.Message] = []
@@ -115,9 +115,20 @@ final class SQLiteDatabase {
         return rows.reversed()
     }
 
+    /// Binds `value` with its UTF-8 byte count, not as a C string: a text containing U+0000
+    /// is stored whole (with -1, SQLite would stop at the first NUL).
+    private func bind(_ value: String, at index: Int32, in s: OpaquePointer) throws {
+        let count = UInt64(value.utf8.count)
+        let rc = value.withCString { sqlite3_bind_text64(s, index, $0, count, Self.transient, UInt8(SQLITE_UTF8)) }
+        guard rc == SQLITE_OK else { throw error("bind") }
+    }
+
+    /// A text column read with its byte count (`sqlite3_column_bytes`), not up to its first NUL.
     private func column(_ s: OpaquePointer, _ i: Int32) -> String {
+        // Text first, then its length (SQLite's documented order: the length is of that text).
         guard let p = sqlite3_column_text(s, i) else { return "" }
-        return String(cString: p)
+        let count = Int(max(0, sqlite3_column_bytes(s, i)))
+        return String(decoding: UnsafeBufferPointer(start: p, count: count), as: UTF8.self)
     }
 
     private func exec(_ sql: String) throws {

@@ -38,10 +38,11 @@ struct Join: AsyncParsableCommand {
         let socket = SocketAdapter(reconnect: reconnect
             ? ReconnectPolicy(baseDelay: .milliseconds(250), maxDelay: .seconds(5)) : .never)
         // Re-joins with the last message id seen in each room: the server sends what was missed
-        // (exactly once, in order) and takes over this user's stale presence.
+        // (exactly once, in order) and, with the room's key, takes over this user's stale presence.
         await socket.onReconnect { socket in
-            for (room, since) in await joined.resumePoints() {
-                try await socket.send(command: ChatCommand.join(room: room, user: joined.user, since: since))
+            for point in await joined.resumePoints() {
+                try await socket.send(command: ChatCommand.join(room: point.room, user: joined.user, since: point.since,
+                                                                rejoinKey: point.rejoinKey))
             }
         }
         let stateReporter = Task {
@@ -60,7 +61,8 @@ struct Join: AsyncParsableCommand {
         defer { stateReporter.cancel() }
         let lines: AsyncStream<Data>
         do { lines = try await socket.connect(to: endpoint) } catch {
-            Terminal.print("! cannot connect: \(error.description)\(error.httpBody.map { " \($0)" } ?? "")")
+            // The body is the server's: shown escaped.
+            Terminal.print("! cannot connect: \(error.description)\(error.httpBody.map { " \(shown($0))" } ?? "")")
             throw ExitCode(1)
         }
         await send(ChatCommand.join(room: room, user: user), on: socket)
@@ -117,27 +119,34 @@ struct Join: AsyncParsableCommand {
         let status = await socket.closeStatus
         let code = status.map { "\($0.code.rawValue)" } ?? "1006"
         let reason = status?.reason ?? ""
-        Terminal.print("connection closed (\(code)\(reason.isEmpty ? "" : " \(reason)"))")
+        Terminal.print("connection closed (\(code)\(reason.isEmpty ? "" : " \(shown(reason))"))")
         throw ExitCode(1)
     }
 }
 
-/// The rooms to join again after a reconnect, and the last message id seen in each.
+/// The rooms to join again after a reconnect, the last message id seen in each, and the key of
+/// this user's presence there (from the `presence` answering its join; kept in memory only).
 actor JoinedRooms {
     nonisolated let user: String
     private(set) var rooms: [String]
     private(set) var hasConnectedOnce = false
     private var lastSeen: [String: Int64] = [:]
+    private var keys: [String: String] = [:]
     init(user: String, rooms: [String]) {
         self.user = user
         self.rooms = rooms
     }
-    func set(_ rooms: [String]) { self.rooms = rooms }
+    func set(_ rooms: [String]) {
+        self.rooms = rooms
+        keys = keys.filter { rooms.contains($0.key) }
+    }
     func markConnected() { hasConnectedOnce = true }
 
-    /// Remembers the newest message id of a `message` or `history` event.
+    /// Remembers the newest message id of a `message` or `history` event, and the key of a
+    /// `presence`.
     func saw(_ event: ServerEvent) {
         guard let room = event.room else { return }
+        if event.type == "presence", let key = event.rejoinKey { keys[room] = key }
         let ids: [Int64] = switch event.type {
         case "message": event.id.map { [$0] } ?? []
         case "history": (event.messages ?? []).map(\.id)
@@ -146,9 +155,10 @@ actor JoinedRooms {
         if let newest = ids.max(), newest > lastSeen[room] ?? 0 { lastSeen[room] = newest }
     }
 
-    /// Each joined room with the id to resume after (0: no message seen yet).
-    func resumePoints() -> [(room: String, since: Int64)] {
-        rooms.map { ($0, lastSeen[$0] ?? 0) }
+    /// Each joined room with the id to resume after (0: no message seen yet) and the key of the
+    /// presence to take over (nil before the first `presence`).
+    func resumePoints() -> [(room: String, since: Int64, rejoinKey: String?)] {
+        rooms.map { ($0, lastSeen[$0] ?? 0, keys[$0]) }
     }
 }
 
@@ -157,30 +167,59 @@ actor QuitFlag {
     func set() { value = true }
 }
 
-/// Turns server event lines into readable terminal lines.
+/// Turns server event lines into readable terminal lines. Everything that comes from the server
+/// (rooms, names, text, error messages) goes through ``shown(_:)``.
 enum EventFormatter {
     static func format(_ line: Data) -> String? {
         guard let e = try? JSONDecoder().decode(ServerEvent.self, from: line) else {
-            return line.isEmpty ? nil : "? \(String(decoding: line, as: UTF8.self))"
+            return line.isEmpty ? nil : "? \(shown(String(decoding: line, as: UTF8.self)))"
         }
-        let r = "[\(e.room ?? "?")]"
+        let r = "[\(shown(e.room ?? "?"))]"
+        let user = shown(e.user ?? "?")
         switch e.type {
-        case "message": return "\(r) \(e.user ?? "?"): \(e.text ?? "")"
-        case "join": return "\(r) * \(e.user ?? "?") joined"
-        case "leave": return "\(r) * \(e.user ?? "?") left"
-        case "typing": return e.isTyping == true ? "\(r) * \(e.user ?? "?") is typing…" : nil
-        case "presence": return "\(r) users: \((e.users ?? []).joined(separator: ", "))"
+        case "message": return "\(r) \(user): \(shown(e.text ?? ""))"
+        case "join": return "\(r) * \(user) joined"
+        case "leave": return "\(r) * \(user) left"
+        case "typing": return e.isTyping == true ? "\(r) * \(user) is typing…" : nil
+        case "presence": return "\(r) users: \((e.users ?? []).map(shown).joined(separator: ", "))"
         case "history":
-            var lines = (e.messages ?? []).map { "\(r) \($0.user): \($0.text)" }
+            var lines = (e.messages ?? []).map { "\(r) \(shown($0.user)): \(shown($0.text))" }
             // After a reconnect: more was missed than the server sends back.
             if e.complete == false { lines.insert("\(r) * earlier messages were missed (not all are kept)", at: 0) }
             return lines.isEmpty ? nil : lines.joined(separator: "\n")
         case "error":
             let retry = e.error?.retry_after.map { " (retry after \($0) s)" } ?? ""
-            return "! \(e.error?.message ?? "error")\(retry)"
+            return "! \(shown(e.error?.message ?? "error"))\(retry)"
         default: return nil
         }
     }
+}
+
+/// Text from the server as printed: control characters escaped (``escapedForTerminal(_:)``),
+/// and every line after the first indented by two spaces, so that a newline in a message
+/// cannot start a line that passes for an event (`[room] name: …`, `* …`, `! …`).
+private func shown(_ text: String) -> String {
+    escapedForTerminal(text).replacingOccurrences(of: "\n", with: "\n  ")
+}
+
+/// `text` with every control character (Unicode category Cc: C0, DEL and C1) other than tab
+/// and newline written as `\u{XX}` (hex, as in Swift source), so that none reaches the
+/// terminal: no escape sequence (colours, cursor moves, window title, clearing the screen), no
+/// carriage return overwriting a line, no bell. Tab and newline are kept: they are ordinary
+/// text and harmless.
+private func escapedForTerminal(_ text: String) -> String {
+    guard text.unicodeScalars.contains(where: needsEscape) else { return text }
+    var out = String.UnicodeScalarView()
+    for scalar in text.unicodeScalars {
+        guard needsEscape(scalar) else { out.append(scalar); continue }
+        let hex = String(scalar.value, radix: 16, uppercase: true)
+        out.append(contentsOf: "\\u{\(hex.count < 2 ? "0" + hex : hex)}".unicodeScalars)
+    }
+    return String(out)
+}
+
+private func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
+    scalar != "\t" && scalar != "\n" && scalar.properties.generalCategory == .control
 }
 
 enum Terminal {

@@ -12,8 +12,9 @@ import Synchronization
 ///   `message` event in one atomic step, so ids and delivery follow one order on every node.
 ///   Ids are `ms * 1000 + seq` of the entry id (Redis's clock), below 2^53, increasing across
 ///   nodes and across a Redis restart without persistence.
-/// - Presence: a hash per room (`name` → node, join time, name); each node refreshes a
-///   heartbeat key with a TTL. A node whose heartbeat expired is reaped by one survivor (the one
+/// - Presence: a hash per room (`name` → node, join time, name, re-join key); each node
+///   refreshes a heartbeat key with a TTL. A re-join through any node takes a name over only
+///   with the key stored there. A node whose heartbeat expired is reaped by one survivor (the one
 ///   whose `SREM` from the node set succeeds), which emits the `leave` events once.
 final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     // Safety: `heartbeat` is set once in `start` and read in `close`; everything else is immutable.
@@ -158,18 +159,22 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     // MARK: Presence
 
     func join(room: String, user: String, connection: WebSocketConnection,
-              replacingStale: Bool) async -> Result<(users: [String], replaced: Bool), ChatError> {
+              claim: PresenceClaim) async -> Result<JoinedPresence, ChatError> {
         let values: RESPValue
         do {
             values = try await redis.send(["EVAL", Self.joinScript, "2", presenceKey(room), membersKey(node),
-                                           user.lowercased(), node, user, room, replacingStale ? "1" : "0"])
+                                           user.lowercased(), node, user, room, claim.newKey, claim.rejoinKey ?? ""])
         } catch {
             logger.warning("join failed", metadata: ["error": "\(error)"])
             return .failure(.unavailable)
         }
-        guard case .array(let reply) = values, reply.count == 2, let replacedInRedis = reply[0].int,
-              case .array(let entries) = reply[1] else { return .failure(.nameTaken(user, room)) }
-        switch await directory.join(room: room, user: user, connection: connection, replacingStale: replacingStale) {
+        guard case .array(let reply) = values, reply.count == 3, let replacedInRedis = reply[0].int,
+              let key = reply[1].string, case .array(let entries) = reply[2] else { return .failure(.nameTaken(user, room)) }
+        // The key in Redis is the one every node checks: this node stores the same one. (A name
+        // also held on this node is taken over here only with the same key: a stale connection
+        // of this node, whose key Redis has.)
+        switch await directory.join(room: room, user: user, connection: connection,
+                                    claim: PresenceClaim(newKey: key, rejoinKey: claim.rejoinKey)) {
         case .failure(let e):
             // Taken on this node although Redis had it free (Redis lost its data before this
             // node wrote its users again): the entry just written is this node's, for the same
@@ -180,16 +185,18 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
             if !(await server.waitUntilReceivingFromOtherProcesses(RoomDirectory.topic(room))) {
                 logger.warning("joined while Redis pub/sub is down", metadata: ["room": "\(room)"])
             }
-            return .success((Self.presence(entries), local.replaced || replacedInRedis == 1))
+            return .success(JoinedPresence(users: Self.presence(entries), replaced: local.replaced || replacedInRedis == 1,
+                                           rejoinKey: key))
         }
     }
 
-    /// Names in join order, from the hash's values `node \t time \t name`.
+    /// Names in join order, from the hash's values `node \t time \t name \t key` (names have
+    /// no control characters: no tab). The keys stay here: never sent to anyone.
     static func presence(_ entries: [RESPValue]) -> [String] {
         entries.compactMap { value -> (String, String)? in
             guard let text = value.string else { return nil }
-            let parts = text.split(separator: "\t", maxSplits: 2, omittingEmptySubsequences: false)
-            guard parts.count == 3 else { return nil }
+            let parts = text.split(separator: "\t", maxSplits: 3, omittingEmptySubsequences: false)
+            guard parts.count >= 3 else { return nil }
             return (String(parts[1]), String(parts[2]))
         }
         .sorted { ($0.0.count, $0.0) < ($1.0.count, $1.0) }
@@ -200,8 +207,10 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         // Taken over by a re-join on this node: the user is still here.
         guard await directory.leave(room: room, user: user, connection: connection) else { return false }
         do {
-            try await redis.send(["EVAL", Self.leaveScript, "2", presenceKey(room), membersKey(node),
-                                  user.lowercased(), node, room])
+            let removed = try await redis.send(["EVAL", Self.leaveScript, "2", presenceKey(room), membersKey(node),
+                                                user.lowercased(), node, room])
+            // Taken over by a re-join through another node: the user is still there.
+            if removed.int == 0 { return false }
         } catch {
             logger.warning("leave not recorded in Redis", metadata: ["error": "\(error)"])
         }
@@ -355,9 +364,9 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
 
     /// After Redis came back (possibly empty): this node's members are written again.
     private func resync() async throws {
-        for (room, user) in await directory.members() {
+        for (room, user, rejoinKey) in await directory.members() {
             try await redis.send(["EVAL", Self.joinScript, "2", presenceKey(room), membersKey(node),
-                                  user.lowercased(), node, user, room, "0"])
+                                  user.lowercased(), node, user, room, rejoinKey, ""])
         }
     }
 
@@ -367,32 +376,41 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     private static let tsSentinel: Int64 = 7_654_321_098_765_432
 
     /// KEYS: presence hash, this node's member set. ARGV: key (lower-cased name), node, name,
-    /// room, "1" to take over a name already present (a re-join after a reconnect; the entry
-    /// keeps its join time, so its place in the list). Returns {replaced (0/1), presence
+    /// room, the key of a new presence, the re-join key presented ('' for none). A name already
+    /// present is taken over (a re-join after a reconnect) only when the presented key is the
+    /// entry's: the entry keeps its join time (its place in the list) and its key. The keys are
+    /// compared through their SHA-1 digests, so the time the comparison takes tells nothing
+    /// about the stored key's bytes. Returns {replaced (0/1), the entry's key, presence
     /// entries}, or nil if the name is taken and not taken over.
     static let joinScript = """
         local cur = redis.call('HGET', KEYS[1], ARGV[1])
         local replaced = 0
         local time
+        local key = ARGV[5]
         if cur then
-          if ARGV[5] ~= '1' then return false end
+          local t, k = string.match(cur, '^[^\\t]*\\t([^\\t]*)\\t[^\\t]*\\t([^\\t]*)$')
+          if ARGV[6] == '' or not k or k == '' or redis.sha1hex(k) ~= redis.sha1hex(ARGV[6]) then return false end
           replaced = 1
-          time = string.match(cur, '^[^\\t]*\\t([^\\t]*)\\t')
+          time = t
+          key = k
         end
         if not time then
           local t = redis.call('TIME')
           time = t[1] .. string.format('%06d', tonumber(t[2]))
         end
-        redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. '\\t' .. time .. '\\t' .. ARGV[3])
+        redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. '\\t' .. time .. '\\t' .. ARGV[3] .. '\\t' .. key)
         redis.call('SADD', KEYS[2], ARGV[4] .. '\\n' .. ARGV[1])
-        return {replaced, redis.call('HVALS', KEYS[1])}
+        return {replaced, key, redis.call('HVALS', KEYS[1])}
         """
 
-    /// KEYS: presence hash, this node's member set. ARGV: key, node, room.
+    /// KEYS: presence hash, this node's member set. ARGV: key, node, room. Returns 0 when the
+    /// entry is another node's (a re-join took the name over there: nobody left), else 1.
     static let leaveScript = """
         local cur = redis.call('HGET', KEYS[1], ARGV[1])
-        if cur and string.sub(cur, 1, #ARGV[2] + 1) == ARGV[2] .. '\\t' then redis.call('HDEL', KEYS[1], ARGV[1]) end
         redis.call('SREM', KEYS[2], ARGV[3] .. '\\n' .. ARGV[1])
+        if not cur then return 1 end
+        if string.sub(cur, 1, #ARGV[2] + 1) ~= ARGV[2] .. '\\t' then return 0 end
+        redis.call('HDEL', KEYS[1], ARGV[1])
         return 1
         """
 
@@ -440,7 +458,7 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
             local v = redis.call('HGET', h, k)
             if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\\t' then
               redis.call('HDEL', h, k)
-              local name = string.match(v, '^[^\\t]*\\t[^\\t]*\\t(.*)$')
+              local name = string.match(v, '^[^\\t]*\\t[^\\t]*\\t([^\\t]*)')
               table.insert(out, room)
               table.insert(out, name or k)
             end

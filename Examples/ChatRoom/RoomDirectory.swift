@@ -5,7 +5,7 @@ import ChatRoomCore
 /// Who is in which room. Joining checks the name and subscribes the connection to the room's
 /// topic in one step, so a joiner never misses an event published after its presence snapshot.
 actor RoomDirectory {
-    private struct Member { var name: String; var connection: WebSocketConnection }
+    private struct Member { var name: String; var connection: WebSocketConnection; var rejoinKey: String }
     /// room → lower-cased user name → member, plus join order for presence.
     private var rooms: [String: [String: Member]] = [:]
     private var order: [String: [String]] = [:]
@@ -25,25 +25,30 @@ actor RoomDirectory {
         (rooms[room] ?? [:]).values.map(\.connection)
     }
 
-    /// Adds `user` to `room` and subscribes `connection`; returns the presence list (join order)
-    /// and whether the name was already present. With `replacingStale` (a re-join after a
-    /// reconnect) a name held by another connection is taken over: that connection leaves the
-    /// room's topic, keeps no membership, and the user keeps its place in the list; without it,
-    /// `name_taken`.
+    /// Adds `user` to `room` with the claim's new key and subscribes `connection`; returns the
+    /// presence list (join order), whether the name was already present, and the key. A name
+    /// held by another connection is taken over only when the claim carries its key (a re-join
+    /// after a reconnect, compared in constant time): that connection leaves the room's topic
+    /// and keeps no membership, the user keeps its place in the list, and the key is kept.
+    /// Otherwise `name_taken`: the holder keeps the name and receives everything as before.
     func join(room: String, user: String, connection: WebSocketConnection,
-              replacingStale: Bool = false) -> Result<(users: [String], replaced: Bool), ChatError> {
+              claim: PresenceClaim) -> Result<JoinedPresence, ChatError> {
         let key = user.lowercased()
         var replaced = false
+        var rejoinKey = claim.newKey
         if let current = rooms[room]?[key] {
-            guard replacingStale, current.connection !== connection else { return .failure(.nameTaken(user, room)) }
+            guard current.connection !== connection, RejoinKey.matches(claim.rejoinKey, current.rejoinKey) else {
+                return .failure(.nameTaken(user, room))
+            }
             server.unsubscribe(current.connection, from: Self.topic(room))
             replaced = true
+            rejoinKey = current.rejoinKey
         } else {
             order[room, default: []].append(key)
         }
-        rooms[room, default: [:]][key] = Member(name: user, connection: connection)
+        rooms[room, default: [:]][key] = Member(name: user, connection: connection, rejoinKey: rejoinKey)
         server.subscribe(connection, to: Self.topic(room))
-        return .success((users(in: room), replaced))
+        return .success(JoinedPresence(users: users(in: room), replaced: replaced, rejoinKey: rejoinKey))
     }
 
     /// Removes `user` from `room` and unsubscribes `connection`; false (nothing done) when the
@@ -62,9 +67,9 @@ actor RoomDirectory {
         return true
     }
 
-    /// Every member on this server: (room, user name).
-    func members() -> [(room: String, user: String)] {
-        rooms.flatMap { room, members in members.values.map { (room, $0.name) } }
+    /// Every member on this server: (room, user name, key of its presence).
+    func members() -> [(room: String, user: String, rejoinKey: String)] {
+        rooms.flatMap { room, members in members.values.map { (room, $0.name, $0.rejoinKey) } }
     }
 
     func users(in room: String) -> [String] {

@@ -25,6 +25,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "PEM private key file.") var tlsKey: String?
     @Option(help: "Lines per second each connection may send, on average (token-bucket refill rate).") var rate: Double = 20
     @Option(help: "Lines a connection may send at once before the rate applies (token-bucket size).") var burst: Double = 40
+    @Option(help: "Rooms one connection may be in at once; a join beyond gets 'too_many_rooms'.")
+    var maxRoomsPerConnection = ChatLimits.defaultMaxRoomsPerConnection
     @Flag(help: "Decline permessage-deflate (accepted by default: no context takeover, shared zlib streams).") var noDeflate = false
     @OptionGroup var access: ServerAccessOptions
 
@@ -36,6 +38,7 @@ struct Serve: AsyncParsableCommand {
         if redis != nil && db != nil {
             throw ValidationError("--redis and --db exclude each other: with --redis, history is kept in Redis")
         }
+        if maxRoomsPerConnection < 1 { throw ValidationError("--max-rooms-per-connection must be at least 1") }
         if !(1...86_400).contains(presenceTtl) { throw ValidationError("--presence-ttl must be 1...86400 seconds") }
         if let redis {
             do { _ = try RedisURL(redis) } catch { throw ValidationError("--redis: \(error)") }
@@ -117,7 +120,8 @@ struct Serve: AsyncParsableCommand {
         }
         server.route("/v1/ws", authenticate: authenticate) { connection in
             var session = ChatSession(connection: connection, server: server, backend: backend,
-                                      limiter: RateLimiter(ratePerSecond: rate, burst: burst))
+                                      limiter: RateLimiter(ratePerSecond: rate, burst: burst),
+                                      maxRooms: maxRoomsPerConnection)
             try await session.run()
         }
 

@@ -1,7 +1,8 @@
 /// The browser client served at `GET /`: self-contained HTML, CSS and JS (no CDN). It opens a
 /// WebSocket to `/v1/ws` on the same host, passing `?token=` through from the page URL. When the
 /// connection drops it reconnects with backoff (0.25 s doubling to 5 s, with jitter) and re-joins
-/// its room with `since` (the last message id it showed), so nothing is lost or shown twice.
+/// its room with `since` (the last message id it showed), so nothing is lost or shown twice, and
+/// with the `rejoinKey` of its last `presence`, so it takes its own stale presence over.
 enum WebPage {
     static let html = #"""
 <!doctype html>
@@ -63,8 +64,9 @@ enum WebPage {
   const wsURL = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/v1/ws" +
                 (token ? "?token=" + encodeURIComponent(token) : "");
   let ws = null, room = null, me = null, seen = new Set(), users = [], typers = new Map(), typingSent = false, typingTimer = null;
-  // The last message id shown (resume point), and the reconnection backoff.
-  let lastId = null, attempt = 0;
+  // The last message id shown (resume point), the key of our presence (from the server's
+  // presence answer: proves the name is ours on a re-join), and the reconnection backoff.
+  let lastId = null, rejoinKey = null, attempt = 0;
 
   function status(text) { $("status").textContent = text; }
   function line(cls, parts) {
@@ -102,7 +104,10 @@ enum WebPage {
         if (ev.complete === false) line("sys", [["", "earlier messages were missed (not all are kept)"]]);
         for (const m of ev.messages) showMessage(m);
         break;
-      case "presence": users = ev.users.slice(); renderPresence(); break;
+      case "presence":
+        users = ev.users.slice(); renderPresence();
+        if (ev.rejoinKey) rejoinKey = ev.rejoinKey;
+        break;
       case "join":
         if (ev.user !== me) { users.push(ev.user); renderPresence(); }
         line("sys", [["", ev.user === me ? "you joined " + ev.room + " as " + me : ev.user + " joined"]]); break;
@@ -134,8 +139,11 @@ enum WebPage {
       status(ws.extensions ? "connected (compressed)" : "connected"); $("join").disabled = false;
       attempt = 0;
       if (room) {
-        // A re-join: the server sends what was missed after lastId and replaces our stale presence.
-        send({ type: "join", room, user: me, since: lastId === null ? 0 : lastId });
+        // A re-join: the server sends what was missed after lastId and, with our key, replaces
+        // our stale presence.
+        const rejoin = { type: "join", room, user: me, since: lastId === null ? 0 : lastId };
+        if (rejoinKey) rejoin.rejoinKey = rejoinKey;
+        send(rejoin);
         setJoined(true);
         document.documentElement.dataset.reconnects = String(Number(document.documentElement.dataset.reconnects || 0) + 1);
       }
@@ -163,7 +171,7 @@ enum WebPage {
     const r = $("room").value.trim(), u = $("user").value.trim();
     if (!r || !u) { line("err", [["", "! enter a room and a name"]]); return; }
     if (room) send({ type: "leave", room });
-    room = r; me = u; seen = new Set(); lastId = null; users = []; typers.clear();
+    room = r; me = u; seen = new Set(); lastId = null; rejoinKey = null; users = []; typers.clear();
     $("messages").textContent = ""; renderPresence(); renderTyping();
     send({ type: "join", room: r, user: u });
     setJoined(true);

@@ -4,20 +4,21 @@ import SwitchboardCore
 /// The chat's client→server commands, each sent as one compact JSON line (`JSONSocketCommand`).
 /// Shared with the test target (symlinked into Tests/ChatRoomTests/Shared).
 package enum ChatCommand: JSONSocketCommand, Equatable {
-    /// `since`: the last message id seen in the room (a re-join after a reconnect).
-    case join(room: String, user: String, since: Int64? = nil)
+    /// `since`: the last message id seen in the room (a re-join after a reconnect);
+    /// `rejoinKey`: the key of the `presence` that answered the earlier join of the room.
+    case join(room: String, user: String, since: Int64? = nil, rejoinKey: String? = nil)
     case message(room: String, text: String)
     case leave(room: String)
     case typing(room: String, isTyping: Bool)
 
-    private enum Key: String, CodingKey { case type, room, user, since, text, isTyping }
+    private enum Key: String, CodingKey { case type, room, user, since, rejoinKey, text, isTyping }
 
     package func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Key.self)
         switch self {
-        case .join(let room, let user, let since):
+        case .join(let room, let user, let since, let rejoinKey):
             try c.encode("join", forKey: .type); try c.encode(room, forKey: .room); try c.encode(user, forKey: .user)
-            try c.encodeIfPresent(since, forKey: .since)
+            try c.encodeIfPresent(since, forKey: .since); try c.encodeIfPresent(rejoinKey, forKey: .rejoinKey)
         case .message(let room, let text):
             try c.encode("message", forKey: .type); try c.encode(room, forKey: .room); try c.encode(text, forKey: .text)
         case .leave(let room):

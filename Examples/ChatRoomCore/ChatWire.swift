@@ -9,6 +9,12 @@ package enum ChatLimits {
     package static let resumeHistoryCount = 500
     /// Largest `since` accepted: ids stay below 2^53 (exact in JavaScript).
     package static let maxMessageID: Int64 = 1 << 53
+    /// Rooms one connection may be in at once, by default (`--max-rooms-per-connection`): far
+    /// more than a person follows, and a bound on what one connection makes the server hold
+    /// (presence entries, topic subscriptions, Redis SUBSCRIBEs) however long it joins.
+    package static let defaultMaxRoomsPerConnection = 100
+    /// Longest `rejoinKey` accepted (the server's keys have 22 characters; room for others).
+    package static let maxRejoinKeyLength = 64
 }
 
 /// A protocol error sent as `{"type":"error","error":{"message","type","code"[,"retry_after"]}}`.
@@ -45,6 +51,10 @@ package struct ChatError: Error, Equatable, Sendable {
     package static func alreadyJoined(_ room: String) -> Self {
         .init(message: "already joined to room '\(room)'", type: "state_error", code: "already_joined")
     }
+    package static func tooManyRooms(_ max: Int) -> Self {
+        .init(message: "already in \(max) rooms, the most a connection may join; leave one first",
+              type: "state_error", code: "too_many_rooms")
+    }
     package static func nameTaken(_ user: String, _ room: String) -> Self {
         .init(message: "user name '\(user)' is taken in room '\(room)'", type: "conflict_error", code: "name_taken")
     }
@@ -59,8 +69,10 @@ package struct ChatError: Error, Equatable, Sendable {
 /// A client→server command, validated.
 package enum ClientCommand: Equatable, Sendable {
     /// `since`: the last message id the client saw in the room (a re-join): the history holds
-    /// the messages after it, and the user's stale presence is replaced.
-    case join(room: String, user: String, since: Int64? = nil)
+    /// the messages after it. `rejoinKey`: the key of the `presence` that answered the client's
+    /// earlier join; with `since`, a presence of the name held by another connection is taken
+    /// over only when it has this key (ignored without `since`).
+    case join(room: String, user: String, since: Int64? = nil, rejoinKey: String? = nil)
     case message(room: String, text: String)
     case leave(room: String)
     case typing(room: String, isTyping: Bool)
@@ -84,7 +96,7 @@ package enum ChatValidation {
             case "join":
                 let room = try validName(try string(dict, "room"), field: "room")
                 let user = try validName(try string(dict, "user"), field: "user")
-                return .success(.join(room: room, user: user, since: try since(dict)))
+                return .success(.join(room: room, user: user, since: try since(dict), rejoinKey: try rejoinKey(dict)))
             case "message":
                 let room = try validName(try string(dict, "room"), field: "room")
                 let text = try string(dict, "text")
@@ -113,6 +125,15 @@ package enum ChatValidation {
             throw .invalidField("since", "a non-negative integer message id")
         }
         return id
+    }
+
+    /// `rejoinKey`: absent (or null), or a string of at most 64 UTF-8 bytes.
+    private static func rejoinKey(_ dict: [String: JSONValue]) throws(ChatError) -> String? {
+        guard let raw = dict["rejoinKey"], raw != .null else { return nil }
+        guard case .string(let key) = raw, key.utf8.count <= ChatLimits.maxRejoinKeyLength else {
+            throw .invalidField("rejoinKey", "a string of at most \(ChatLimits.maxRejoinKeyLength) characters")
+        }
+        return key
     }
 
     private static func string(_ dict: [String: JSONValue], _ key: String) throws(ChatError) -> String {

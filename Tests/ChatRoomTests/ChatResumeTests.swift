@@ -53,7 +53,9 @@ struct ChatResumeTests {
         // bob saw m1: he gets m2 and m3, complete.
         let bob = try await TestPeer.connect("bob", url: server.wsURL)
         try await bob.send(.join(room: "r", user: "bob", since: ids[0]))
-        #expect(try await bob.expect("presence") { $0.type == "presence" }.users == ["alice", "bob"])
+        let bobPresence = try await bob.expect("presence") { $0.type == "presence" }
+        #expect(bobPresence.users == ["alice", "bob"])
+        let bobKey = try #require(bobPresence.rejoinKey)
         let history = try await bob.expect("history after m1") { $0.type == "history" }
         #expect(history.messages?.map(\.text) == ["m2", "m3"])
         #expect(history.messages?.map(\.id) == [ids[1], ids[2]])
@@ -82,10 +84,10 @@ struct ChatResumeTests {
             #expect(e.error?.message.contains("since") == true, "since \(bad): \(e)")
         }
 
-        // A re-join under bob's name (his old connection not noticed gone) takes it over:
-        // no name_taken, bob listed once, no join or leave for the others.
+        // A re-join under bob's name with his key (his old connection not noticed gone) takes
+        // it over: no name_taken, bob listed once, no join or leave for the others.
         let bob2 = try await TestPeer.connect("bob2", url: server.wsURL)
-        try await bob2.send(.join(room: "r", user: "bob", since: ids[2]))
+        try await bob2.sendRaw(ChatRejoinKeyTests.join(room: "r", user: "bob", since: ids[2], rejoinKey: bobKey))
         let users = try await bob2.expect("bob2's presence") { $0.type == "presence" }.users ?? []
         #expect(users.filter { $0 == "bob" }.count == 1)
         let h2 = try await bob2.expect("bob2's history") { $0.type == "history" }
@@ -121,6 +123,31 @@ struct ChatResumeTests {
         #expect(history.messages?.first?.text == "m5")
         #expect(history.messages?.last?.text == "m504")
         #expect(history.complete == false)
+        #expect(await server.stop() == 0)
+    }
+
+    /// A message with U+0000 inside is stored whole: a re-join with `since` and a plain join
+    /// get it in `history` exactly as the live broadcast had it.
+    @Test(arguments: Backend.allCases)
+    func messageWithNULIsStoredAndReturnedWhole(_ backend: Backend) async throws {
+        let (server, redis) = try await Self.server(backend)
+        defer { server.child.signal(SIGKILL); withExtendedLifetime(redis) {} }
+        let alice = try await TestPeer.connect("alice", url: server.wsURL)
+        try await alice.send(.join(room: "r", user: "alice"))
+        try await alice.expect("alice's history") { $0.type == "history" }
+        let before = try await Self.post(alice, "r", "first")
+        let text = "before\u{0000}after \u{0000}\u{0000} end"
+        let id = try await Self.post(alice, "r", text)      // the live echo has it whole
+
+        let bob = try await TestPeer.connect("bob", url: server.wsURL)
+        try await bob.send(.join(room: "r", user: "bob", since: before))
+        let resumed = try await bob.expect("history after the first message") { $0.type == "history" }
+        #expect(resumed.messages?.map(\.id) == [id])
+        #expect(resumed.messages?.first?.text == text, "\(resumed)")
+        let carol = try await TestPeer.connect("carol", url: server.wsURL)
+        try await carol.send(.join(room: "r", user: "carol"))
+        let plain = try await carol.expect("carol's history") { $0.type == "history" }
+        #expect(plain.messages?.map(\.text) == ["first", text], "\(plain)")
         #expect(await server.stop() == 0)
     }
 
@@ -167,6 +194,8 @@ struct ChatResumeTests {
         let printed = terminal.lines.filter { $0.hasPrefix("[r] alice: ") }.map { String($0.dropFirst("[r] alice: ".count)) }
         #expect(printed == ["before"] + (0..<count).map { "m\($0)" })
         #expect(!terminal.lines.contains { $0.contains("were missed") })
+        // Every re-join was accepted (with its key when the old presence was still there).
+        #expect(!terminal.lines.contains { $0.hasPrefix("! ") }, "\(terminal.lines.filter { $0.hasPrefix("! ") })")
         #expect(relay.acceptedCount == 4)
         terminal.closeStdin()
         #expect(await terminal.waitForExit() == 0)

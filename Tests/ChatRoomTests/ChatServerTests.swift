@@ -138,6 +138,64 @@ struct ChatServerTests {
         #expect(await server.stop() == 0)
     }
 
+    /// `--max-rooms-per-connection 3`: a fourth join (with or without `since`) gets
+    /// `too_many_rooms` and subscribes nothing; after a `leave` the join works.
+    @Test func joinsBeyondTheRoomCapGetTooManyRoomsAndSubscribeNothing() async throws {
+        let server = try await ChatServerProcess(db: try ChatPaths.tempDirectory().appendingPathComponent("chat.sqlite"),
+                                                 extraArguments: ["--max-rooms-per-connection", "3"])
+        defer { server.child.signal(SIGKILL) }
+        let alice = try await TestPeer.connect("alice", url: server.wsURL)
+        for room in ["r0", "r1", "r2"] {
+            try await alice.send(.join(room: room, user: "alice"))
+            try await alice.expect("history of \(room)") { $0.type == "history" && $0.room == room }
+        }
+        try await alice.send(.join(room: "r3", user: "alice"))
+        let e = try await alice.expectError(code: "too_many_rooms", type: "state_error")
+        #expect(e.error?.message.contains("3") == true, "\(e)")
+        try await alice.send(.join(room: "r3", user: "alice", since: 0))
+        try await alice.expectError(code: "too_many_rooms", type: "state_error")
+
+        // alice is not in r3: bob is alone there, and what he says in it does not reach her.
+        let bob = try await TestPeer.connect("bob", url: server.wsURL)
+        try await bob.send(.join(room: "r3", user: "bob"))
+        #expect(try await bob.expect("bob's presence in r3") { $0.type == "presence" }.users == ["bob"])
+        try await bob.send(.join(room: "r0", user: "bob"))
+        try await bob.expect("bob's history in r0") { $0.type == "history" && $0.room == "r0" }
+        try await bob.send(.message(room: "r3", text: "in r3"))
+        try await bob.send(.message(room: "r0", text: "in r0, after"))
+        try await alice.expect("bob's message in r0") { $0.text == "in r0, after" }
+        let aliceEvents = await alice.events
+        #expect(!aliceEvents.contains { $0.room == "r3" && $0.type != "error" }, "\(aliceEvents)")
+
+        // One room left: one more can be joined.
+        try await alice.send(.leave(room: "r1"))
+        try await alice.expect("the leave of r1") { $0.type == "leave" && $0.room == "r1" }
+        try await alice.send(.join(room: "r3", user: "alice"))
+        #expect(try await alice.expect("presence in r3") { $0.type == "presence" && $0.room == "r3" }.users == ["bob", "alice"])
+        #expect(await server.stop() == 0)
+    }
+
+    /// By default a connection may be in 100 rooms: the 101st join of a burst is refused.
+    @Test func theDefaultRoomCapIs100() async throws {
+        let server = try await ChatServerProcess(db: try ChatPaths.tempDirectory().appendingPathComponent("chat.sqlite"),
+                                                 extraArguments: ["--rate", "10000", "--burst", "10000"])
+        defer { server.child.signal(SIGKILL) }
+        let alice = try await TestPeer.connect("alice", url: server.wsURL)
+        try await alice.sendRaw((0..<105).map { ChatCommand.join(room: "r\($0)", user: "alice").line }.joined())
+        try await alice.expect("the last history") { $0.type == "history" && $0.room == "r99" }
+        for i in 100..<105 {
+            let e = try await alice.expectError(code: "too_many_rooms", type: "state_error")
+            #expect(e.error?.message.contains("100") == true, "join \(i): \(e)")
+        }
+        try await alice.send(.message(room: "r0", text: "barrier"))
+        try await alice.expect("the barrier") { $0.text == "barrier" }
+        let events = await alice.events
+        #expect(events.filter { $0.type == "presence" }.count == 100)
+        #expect(events.filter { $0.error?.code == "too_many_rooms" }.count == 5)
+        #expect(!events.contains { $0.type == "presence" && ["r100", "r104"].contains($0.room) })
+        #expect(await server.stop() == 0)
+    }
+
     /// Waits until `peer` has answered `count` lines with an echo or a `rate_limited` error (or
     /// 120 s have passed: a failure guard only).
     private func answers(of peer: TestPeer, reaching count: Int) async throws -> (echoed: Int, refused: Int) {

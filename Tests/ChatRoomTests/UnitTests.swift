@@ -82,6 +82,8 @@ import Testing
         (#"{"type":"join","room":"g","user":""}"#, "invalid_user"),
         (#"{"type":"join","room":"g","user":"a\u0007b"}"#, "invalid_user"),
         (#"{"type":"message","room":"g","text":"   "}"#, "empty_text"),
+        (#"{"type":"join","room":"g","user":"a","since":0,"rejoinKey":5}"#, "invalid_field"),
+        (#"{"type":"join","room":"g","user":"a","since":0,"rejoinKey":"\#(String(repeating: "k", count: 65))"}"#, "invalid_field"),
     ])
     func rejected(line: String, expected: String) {
         #expect(code(line) == expected, "\(line)")
@@ -93,6 +95,17 @@ import Testing
         #expect(code(#"{"type":"join","room":"\#(name65)","user":"a"}"#) == "invalid_room")
         #expect(code(#"{"type":"join","room":"g","user":"\#(name65)"}"#) == "invalid_user")
         #expect(code(#"{"type":"message","room":"g","text":"\#(String(repeating: "x", count: 2001))"}"#) == "text_too_long")
+    }
+
+    @Test func rejoinKeyIsParsedAndEncoded() {
+        let key = "q3Xw0JdHc1lBvS2nQ8kY4g"
+        #expect(parse(#"{"type":"join","room":"g","user":"a","since":7,"rejoinKey":"\#(key)"}"#)
+                == .success(.join(room: "g", user: "a", since: 7, rejoinKey: key)))
+        #expect(parse(#"{"type":"join","room":"g","user":"a","since":7,"rejoinKey":null}"#)
+                == .success(.join(room: "g", user: "a", since: 7)))
+        #expect(ChatCommand.join(room: "g", user: "a", since: 7, rejoinKey: key).line
+                == #"{"rejoinKey":"\#(key)","room":"g","since":7,"type":"join","user":"a"}"# + "\n")
+        #expect(ChatCommand.join(room: "g", user: "a", since: 7).line == #"{"room":"g","since":7,"type":"join","user":"a"}"# + "\n")
     }
 
     @Test func chatCommandEncodesOneJSONLine() {

@@ -16,10 +16,14 @@ struct Event: Decodable, Sendable, CustomStringConvertible {
     var users: [String]?
     var messages: [Event]?
     var complete: Bool?
+    /// In the `presence` answering this connection's own `join`: the key of its re-joins.
+    var rejoinKey: String?
     var error: ErrorBody?
     var raw: String = ""
 
-    private enum CodingKeys: String, CodingKey { case type, id, ts, room, user, text, isTyping, users, messages, complete, error }
+    private enum CodingKeys: String, CodingKey {
+        case type, id, ts, room, user, text, isTyping, users, messages, complete, rejoinKey, error
+    }
 
     var description: String { raw.isEmpty ? "\(type) \(room ?? "") \(user ?? "") \(text ?? "")" : raw }
 
