@@ -305,7 +305,7 @@ public final class WebSocketServer: Sendable {
         }
         let port = Socket.localAddress(fd)?.port ?? configuration.port
         let acceptLoop = group.loops[0]
-        let listener = Listener(loop: acceptLoop, fd: fd) { [self] client, peer in
+        let listener = Listener(loop: acceptLoop, fd: fd, logger: logger) { [self] client, peer in
             accepted(client, peer: peer, group: group, tls: tlsContext)
         }
         let result: Result<Void, SocketError> = await withCheckedContinuation { c in

@@ -64,7 +64,12 @@ enum Socket {
         return rc == 0 ? SocketAddress(storage: storage, length: len) : nil
     }
 
-    enum AcceptResult { case accepted(Int32, SocketAddress), wouldBlock, failed(Int32) }
+    /// What `accept` gave: a connection; nothing pending (`wouldBlock`); a connection that failed
+    /// before it was accepted, so that the next may be accepted at once (`retry`: `EINTR`,
+    /// `ECONNABORTED`, and the network errors Linux passes on from the new socket, which
+    /// accept(2) says to treat like `EAGAIN`); or an error that leaves the pending connection in
+    /// the backlog (`failed`: `EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`…).
+    enum AcceptResult { case accepted(Int32, SocketAddress), wouldBlock, retry, failed(Int32) }
 
     static func accept(_ fd: Int32) -> AcceptResult {
         var storage = sockaddr_storage()
@@ -76,8 +81,15 @@ enum Socket {
         }
         if client >= 0 { return .accepted(client, SocketAddress(storage: storage, length: len)) }
         let e = errno
-        if e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == ECONNABORTED { return .wouldBlock }
-        return .failed(e)
+        switch e {
+        case EAGAIN, EWOULDBLOCK:
+            return .wouldBlock
+        case EINTR, ECONNABORTED, ENETDOWN, EPROTO, ENOPROTOOPT, EHOSTDOWN, ENONET, EHOSTUNREACH, EOPNOTSUPP,
+             ENETUNREACH:
+            return .retry
+        default:
+            return .failed(e)
+        }
     }
 
     enum IOResult: Equatable { case bytes(Int), wouldBlock, eof, failed(Int32) }
