@@ -1,4 +1,7 @@
 import Foundation
+#if MetricsSupport
+import MetricsTestKit
+#endif
 import Testing
 import SwitchboardCore
 @testable import Switchboard
@@ -7,13 +10,15 @@ import SwitchboardCore
 /// still get in. The second address is 127.0.0.2 (the whole of 127.0.0.0/8 is loopback on Linux).
 @Suite("Server: connections per address")
 struct ConnectionsPerAddressTests {
-    static func server(_ configure: (inout WebSocketServerConfiguration) -> Void) -> WebSocketServer {
+    static func server(_ configure: (inout WebSocketServerConfiguration) -> Void,
+                       make: (WebSocketServerConfiguration) -> WebSocketServer = { WebSocketServer(configuration: $0) })
+        -> WebSocketServer {
         var config = WebSocketServerConfiguration(host: "127.0.0.1", port: 0)
         config.loopCount = 1
         // Stalled sockets keep their places for the whole test, however slow the build.
         config.connection.handshakeTimeout = .seconds(3600)
         configure(&config)
-        let server = WebSocketServer(configuration: config)
+        let server = make(config)
         server.route("/") { c in for await _ in c.messages() {} }
         return server
     }
@@ -100,4 +105,20 @@ struct ConnectionsPerAddressTests {
         #expect(server.addressesWithConnections == 0)
         await server.shutdown()
     }
+
+    #if MetricsSupport
+    @Test func refusalsOverTheCapOfAnAddressAreCountedWithTheirReason() async throws {
+        let metrics = TestMetrics()
+        let server = Self.server({ $0.maxConnectionsPerAddress = 1 }) { WebSocketServer(configuration: $0, metricsFactory: metrics) }
+        let port = try await server.start()
+        let holder = try ServerRawSocket(port: port, from: "127.0.0.1")
+        #expect(await serverEventually { Self.sockets(server) == 1 })
+        #expect(try await Self.upgrade(port: port, from: "127.0.0.1").status == 429)
+        #expect(try metrics.expectCounter("switchboard_connections_rejected_total",
+                                          [("reason", "address_capacity")]).totalValue == 1)
+        #expect(try metrics.expectCounter("switchboard_handshake_failures_total", [("status", "429")]).totalValue == 1)
+        holder.close()
+        await server.shutdown()
+    }
+    #endif
 }

@@ -74,7 +74,7 @@ struct ServerHardeningTests {
         let socket = SocketAdapter()
         _ = try await socket.connectMessages(to: try WebSocketURLEndpoint(
             url: "wss://127.0.0.1:\(port)/", tls: TLSConfiguration(trustRoots: .caFile(pki.caCertificate))))
-        #expect(server.statistics.openConnections == 1)
+        #expect(await serverEventually { server.statistics.openConnections == 1 })
         await socket.close()
         holders[1].close()
         await server.shutdown()
