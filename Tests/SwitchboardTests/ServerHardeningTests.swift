@@ -44,6 +44,42 @@ struct ServerHardeningTests {
         await server.shutdown()
     }
 
+    @Test func tlsSocketsOverMaxConnectionsAreClosedAtOnceWithoutAHandshake() async throws {
+        // A long handshake timeout: a socket the server kept waiting for its TLS handshake would
+        // stay open far beyond the client's guard below.
+        let pki = try TestPKI.get()
+        let server = Self.server {
+            $0.tls = TLSServerConfiguration(certificateChainFile: pki.serverCertificate, privateKeyFile: pki.serverKey)
+            $0.maxConnections = 2
+            $0.connection.handshakeTimeout = .seconds(3600)
+        }
+        server.route("/") { c in for await _ in c.messages() {} }
+        let port = try await server.start()
+        let holders = try [ServerRawSocket(port: port), ServerRawSocket(port: port)]
+        #expect(await serverEventually { server.counters.sockets.load(ordering: .relaxed) == 2 })
+        // A third TLS client, which speaks first in TLS: closed at once, with no handshake (a
+        // plain-text 503 would mean nothing to it), and counted. The 60 s read timeout is a
+        // failure guard only.
+        let closed = try await onServerTestThread { () -> Bool in
+            let s = try ServerRawSocket(port: port, timeout: 60)
+            defer { s.close() }
+            return s.readsEOF()
+        }
+        #expect(closed)
+        #expect(server.statistics.rejectedConnections == 1)
+        #expect(server.counters.sockets.load(ordering: .relaxed) == 2)
+        // A place frees up: a TLS client gets in again.
+        holders[0].close()
+        #expect(await serverEventually { server.counters.sockets.load(ordering: .relaxed) == 1 })
+        let socket = SocketAdapter()
+        _ = try await socket.connectMessages(to: try WebSocketURLEndpoint(
+            url: "wss://127.0.0.1:\(port)/", tls: TLSConfiguration(trustRoots: .caFile(pki.caCertificate))))
+        #expect(await serverEventually { server.statistics.openConnections == 1 })
+        await socket.close()
+        holders[1].close()
+        await server.shutdown()
+    }
+
     @Test func authenticateIsBoundedByTheHandshakeTimeout() async throws {
         // The timer runs from the accept: the request must be read and parsed before it fires,
         // or the answer is 408 (request timeout) instead of 503. That step is one loop iteration

@@ -9,6 +9,9 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
 
     private let server: WebSocketServer
     private let channel: SocketChannel
+    /// The peer's address while ``WebSocketServerConfiguration/maxConnectionsPerAddress`` counts
+    /// it (nil when the cap is off).
+    private let peer: PeerAddressKey?
     private var parser: HTTPRequestParser
     /// Cuts off the whole handshake: the request, `authenticate`, and the TLS handshake.
     private var timer: EventLoopTimer?
@@ -18,9 +21,10 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
     /// The request is complete and `authenticate` is running.
     private var authenticating = false
 
-    init(server: WebSocketServer, channel: SocketChannel) {
+    init(server: WebSocketServer, channel: SocketChannel, peer: PeerAddressKey?) {
         self.server = server
         self.channel = channel
+        self.peer = peer
         self.parser = HTTPRequestParser(limits: server.configuration.httpLimits)
     }
 
@@ -157,7 +161,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
                                              request: Self.retained(request),
                                              sharedConfiguration: server.sharedConnectionConfiguration,
                                              deflate: deflate, counters: server.counters, userInfo: userInfo)
-        server.register(connection)
+        server.register(connection, peer: peer)
         switch route.handler {
         case .task(let handler):
             connection.start(leftover: leftover)
@@ -245,7 +249,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         channel.delegate = nil
         if counted {
             counted = false
-            server.counters.socketReleased()
+            server.socketReleased(from: peer)
         }
     }
 

@@ -6,9 +6,12 @@ import SwitchboardCore
 /// Why the server refused a socket or an upgrade request: the `reason` label of
 /// `switchboard_connections_rejected_total`. A fixed set, so the label stays bounded.
 enum RejectionReason: String, CaseIterable, Sendable {
-    /// `maxConnections` reached (503).
+    /// `maxConnections` reached (503; a TCP reset on a TLS listener).
     case capacity
-    /// The server is shutting down (503).
+    /// `maxConnectionsPerAddress` reached for the peer's address (429; a TCP reset on a TLS
+    /// listener).
+    case addressCapacity = "address_capacity"
+    /// The server is shutting down (503; a TCP reset on a TLS listener).
     case shuttingDown = "shutting_down"
     /// The request was not a valid upgrade, or timed out (400, 405, 408, 426, 431…).
     case badRequest = "bad_request"

@@ -58,6 +58,11 @@ public final class WebSocketServer: Sendable {
         var drainWaiters: [CheckedContinuation<Void, Never>] = []
         /// ``run()`` waiting for a shutdown request.
         var runWaiter: CheckedContinuation<Void, Never>?
+        /// Sockets open per peer address, while ``WebSocketServerConfiguration/maxConnectionsPerAddress``
+        /// is on (empty otherwise).
+        var connectionsPerAddress = ConnectionsPerAddress()
+        /// The counted address of each upgraded connection, while that cap is on (empty otherwise).
+        var connectionPeers: [ObjectIdentifier: PeerAddressKey] = [:]
         var shutdownRequested = false
 
         var drained: Bool { connections.isEmpty && runningHandlers == 0 }
@@ -305,7 +310,7 @@ public final class WebSocketServer: Sendable {
         }
         let port = Socket.localAddress(fd)?.port ?? configuration.port
         let acceptLoop = group.loops[0]
-        let listener = Listener(loop: acceptLoop, fd: fd) { [self] client, peer in
+        let listener = Listener(loop: acceptLoop, fd: fd, logger: logger) { [self] client, peer in
             accepted(client, peer: peer, group: group, tls: tlsContext)
         }
         let result: Result<Void, SocketError> = await withCheckedContinuation { c in
@@ -365,11 +370,30 @@ public final class WebSocketServer: Sendable {
         }
     }
 
+    /// ``WebSocketServerConfiguration/maxConnectionsPerAddress`` in force: nil when off (nil, or
+    /// below 1).
+    private var perAddressLimit: Int? { configuration.maxConnectionsPerAddress.flatMap { $0 > 0 ? $0 : nil } }
+
+    /// A socket just accepted, on the accept loop: counted and handed to a loop for its
+    /// handshake, or refused at once (``refuse(_:reason:tls:loop:)``).
     private func accepted(_ fd: Int32, peer: SocketAddress, group: EventLoopGroup, tls: TLSContext?) {
-        // Only the accept loop adds to `sockets`, so checking then adding cannot overshoot.
-        let shuttingDown = state.withLock { $0.phase == .shuttingDown || $0.phase == .stopped }
-        let full = shuttingDown || counters.sockets.load(ordering: .relaxed) >= configuration.maxConnections
-        if !full { counters.sockets.wrappingAdd(1, ordering: .relaxed) }
+        // Only the accept loop adds to `sockets` and to the per-address counts, so checking then
+        // adding cannot overshoot. The per-address count costs one dictionary access, in the lock
+        // taken anyway, and only while the cap is on.
+        let full = counters.sockets.load(ordering: .relaxed) >= configuration.maxConnections
+        let limit = perAddressLimit
+        let address = limit == nil ? nil : peer.peerKey
+        let refusal = state.withLock { s -> RejectionReason? in
+            if s.phase == .shuttingDown || s.phase == .stopped { return .shuttingDown }
+            if full { return .capacity }
+            if let limit, let address, !s.connectionsPerAddress.admit(address, limit: limit) { return .addressCapacity }
+            return nil
+        }
+        if let refusal {
+            refuse(fd, reason: refusal, tls: tls != nil, loop: group.next())
+            return
+        }
+        counters.sockets.wrappingAdd(1, ordering: .relaxed)
         Socket.setNoDelay(fd)
         let loop = group.next()
         let server = self
@@ -379,28 +403,66 @@ public final class WebSocketServer: Sendable {
                 session = try? TLSSession(serverWith: tls)
                 if session == nil {
                     Socket.close(fd)
-                    if !full { server.counters.socketReleased() }
+                    server.socketReleased(from: address)
                     return
                 }
             }
             let channel = SocketChannel(loop: loop, fd: fd, tls: session)
-            if full {
-                server.counters.recordRejection(shuttingDown ? .shuttingDown : .capacity, status: 503)
-                do { try channel.activate() } catch { channel.close(); return }
-                channel.write(HTTPResponse.error(status: 503, message: "server at capacity or shutting down",
-                                                 type: .overloaded, code: "unavailable").bytes)
-                channel.closeAfterFlush(linger: server.configuration.connection.handshakeTimeout)
-                return
-            }
-            ServerHandshakeHandler(server: server, channel: channel).start()
+            ServerHandshakeHandler(server: server, channel: channel, peer: address).start()
         }
     }
 
-    func register(_ connection: WebSocketConnection) {
+    /// Refuses a socket just accepted (counted as a rejection; it never counted toward the caps).
+    ///
+    /// On a TLS listener the socket is reset at once, before any TLS handshake: a plain-text
+    /// answer means nothing to a TLS client, and the handshake is the costly part (work for
+    /// every refused socket, each held up to the handshake timeout). On a plain listener it gets
+    /// its HTTP answer, `503` (capacity, shutting down) or `429` (its address is over
+    /// ``WebSocketServerConfiguration/maxConnectionsPerAddress``), and is closed once that is
+    /// written (after the handshake timeout at the latest, for a peer that does not read).
+    private func refuse(_ fd: Int32, reason: RejectionReason, tls: Bool, loop: EventLoop) {
+        guard !tls else {
+            counters.recordRejection(reason, status: nil)
+            Socket.reset(fd)
+            return
+        }
+        let tooMany = reason == .addressCapacity
+        counters.recordRejection(reason, status: tooMany ? 429 : 503)
+        let linger = configuration.connection.handshakeTimeout
+        loop.execute {
+            let response = tooMany
+                ? HTTPResponse.error(status: 429, message: "too many connections from this address", type: .rateLimit,
+                                     code: "too_many_connections")
+                : HTTPResponse.error(status: 503, message: "server at capacity or shutting down", type: .overloaded,
+                                     code: "unavailable")
+            let channel = SocketChannel(loop: loop, fd: fd, tls: nil)
+            do { try channel.activate() } catch { channel.close(); return }
+            channel.write(response.bytes)
+            channel.closeAfterFlush(linger: linger)
+        }
+    }
+
+    /// A counted socket that did not become a connection has closed (its handshake failed or
+    /// was refused): its places in the caps are free again. `peer`: its address, when
+    /// ``WebSocketServerConfiguration/maxConnectionsPerAddress`` counted it.
+    func socketReleased(from peer: PeerAddressKey?) {
+        if let peer { state.withLock { $0.connectionsPerAddress.release(peer) } }
+        counters.socketReleased()
+    }
+
+    /// Peer addresses with a socket counted now by the per-address cap (empty when it is off).
+    var addressesWithConnections: Int { state.withLock { $0.connectionsPerAddress.addresses } }
+
+    /// An upgraded connection; `peer`: its address, when
+    /// ``WebSocketServerConfiguration/maxConnectionsPerAddress`` counts it (released when it closes).
+    func register(_ connection: WebSocketConnection, peer: PeerAddressKey?) {
         counters.accepted.wrappingAdd(1, ordering: .relaxed)
         counters.open.wrappingAdd(1, ordering: .relaxed)
         counters.metrics?.connectionOpened()
-        state.withLock { $0.connections[ObjectIdentifier(connection)] = connection }
+        state.withLock {
+            $0.connections[ObjectIdentifier(connection)] = connection
+            if let peer { $0.connectionPeers[ObjectIdentifier(connection)] = peer }
+        }
         logger.debug("connection open", metadata: ["connection": "\(connection.id)",
                                                    "path": "\(connection.request?.path ?? "")"])
     }
@@ -425,6 +487,10 @@ public final class WebSocketServer: Sendable {
     private func unregister(_ connection: WebSocketConnection, status: WebSocketCloseStatus) {
         let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
             _ = s.connections.removeValue(forKey: ObjectIdentifier(connection))
+            // Before `sockets` goes down (the caller does that next), so both caps free together.
+            if !s.connectionPeers.isEmpty, let peer = s.connectionPeers.removeValue(forKey: ObjectIdentifier(connection)) {
+                s.connectionsPerAddress.release(peer)
+            }
             return s.drained ? s.takeDrainWaiters() : []
         }
         topics.unsubscribeAll(connection)
@@ -654,7 +720,7 @@ public final class WebSocketServer: Sendable {
         public var openConnections: Int
         /// Upgrades completed since the server started.
         public var acceptedConnections: Int
-        /// Sockets and upgrade requests refused (capacity, shutdown, bad request, no route,
+        /// Sockets and upgrade requests refused (capacity, capacity per address, shutdown, bad request, no route,
         /// origin, authentication, TLS); plain HTTP requests are not counted.
         public var rejectedConnections: Int
         /// Data messages (text and binary) received.

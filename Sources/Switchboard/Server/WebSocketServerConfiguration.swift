@@ -17,6 +17,21 @@ public struct WebSocketServerConfiguration: Sendable {
     /// counts from accept to close: upgraded connections, and sockets still sending their
     /// request or waiting on `authenticate`.
     public var maxConnections: Int = 10_000
+    /// Sockets from one IP address beyond this are refused (default nil: no cap per address).
+    ///
+    /// Counted like ``maxConnections``, from accept to close, per peer IP address: the IPv4
+    /// address, or the full IPv6 address (an IPv4-mapped IPv6 address counts as its IPv4
+    /// address). Over it, a plain listener answers `429` (error code `too_many_connections`)
+    /// and closes; a TLS listener closes the TCP connection at once, before any TLS handshake
+    /// (a plain-text answer means nothing to a TLS client, and the handshake is the costly
+    /// part). Each refusal counts in ``WebSocketServer/Statistics/rejectedConnections``.
+    ///
+    /// Off by default because the library cannot know its clients: many users behind one NAT,
+    /// proxy or load balancer share an address, and a cap that is right for browsers on the
+    /// open internet would refuse them. Set it on servers that face clients directly (the
+    /// `chat-room` and `agent-stream` examples default to 256) so that one address cannot take
+    /// every place of ``maxConnections``. A value below 1 is treated as nil (off).
+    public var maxConnectionsPerAddress: Int?
     /// Which web pages may open a WebSocket here, by their `Origin` (default ``OriginPolicy/any``:
     /// the application decides). Upgrades from another origin get `403` with the JSON error body
     /// (code `origin_not_allowed`); requests without an `Origin` header (programs, not browser

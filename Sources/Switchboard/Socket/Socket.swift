@@ -64,7 +64,12 @@ enum Socket {
         return rc == 0 ? SocketAddress(storage: storage, length: len) : nil
     }
 
-    enum AcceptResult { case accepted(Int32, SocketAddress), wouldBlock, failed(Int32) }
+    /// What `accept` gave: a connection; nothing pending (`wouldBlock`); a connection that failed
+    /// before it was accepted, so that the next may be accepted at once (`retry`: `EINTR`,
+    /// `ECONNABORTED`, and the network errors Linux passes on from the new socket, which
+    /// accept(2) says to treat like `EAGAIN`); or an error that leaves the pending connection in
+    /// the backlog (`failed`: `EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`…).
+    enum AcceptResult { case accepted(Int32, SocketAddress), wouldBlock, retry, failed(Int32) }
 
     static func accept(_ fd: Int32) -> AcceptResult {
         var storage = sockaddr_storage()
@@ -76,8 +81,15 @@ enum Socket {
         }
         if client >= 0 { return .accepted(client, SocketAddress(storage: storage, length: len)) }
         let e = errno
-        if e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == ECONNABORTED { return .wouldBlock }
-        return .failed(e)
+        switch e {
+        case EAGAIN, EWOULDBLOCK:
+            return .wouldBlock
+        case EINTR, ECONNABORTED, ENETDOWN, EPROTO, ENOPROTOOPT, EHOSTDOWN, ENONET, EHOSTUNREACH, EOPNOTSUPP,
+             ENETUNREACH:
+            return .retry
+        default:
+            return .failed(e)
+        }
     }
 
     enum IOResult: Equatable { case bytes(Int), wouldBlock, eof, failed(Int32) }
@@ -128,6 +140,15 @@ enum Socket {
     }
 
     static func close(_ fd: Int32) {
+        systemClose(fd)
+    }
+
+    /// Closes with a TCP reset (`SO_LINGER` 0) instead of a FIN: for a socket refused as soon as
+    /// it is accepted, the peer learns at once, and nothing stays behind on this side (no
+    /// `TIME_WAIT`, no unsent data).
+    static func reset(_ fd: Int32) {
+        var option = linger(l_onoff: 1, l_linger: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
         systemClose(fd)
     }
 }

@@ -40,11 +40,27 @@ final class ServerRawSocket {
     /// failure guard only — every read here expects something to arrive — so generous by
     /// default: the server may run under ThreadSanitizer on a loaded machine).
     /// `receiveBuffer` sets SO_RCVBUF before connecting (a small window for "slow" readers).
-    init(port: Int, timeout: Double = 60, receiveBuffer: Int32? = nil) throws {
+    /// `from` binds the socket to that local IPv4 address first (e.g. `127.0.0.2`: the whole of
+    /// 127.0.0.0/8 is loopback on Linux), so that the server sees another peer address.
+    init(port: Int, timeout: Double = 60, receiveBuffer: Int32? = nil, from localAddress: String? = nil) throws {
         fd = socket(AF_INET, SystemConstants.streamSocket, 0)
         guard fd >= 0 else { throw Failure("socket: errno \(errno)") }
         if var size = receiveBuffer {
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        if let localAddress {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(localAddress)
+            let rc = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard rc == 0 else {
+                let e = errno
+                systemClose(fd)
+                fd = -1
+                throw Failure("bind \(localAddress): errno \(e)")
+            }
         }
         setTimeout(timeout)
         do { try connectToLoopback(fd, port: port) } catch {
