@@ -20,7 +20,11 @@ import SwitchboardCore
 ///
 /// With a ``ReconnectPolicy``, a connection lost for a transient reason is re-opened with
 /// backoff; the stream does not finish in between, ``onReconnect(_:)`` re-sends set-up commands,
-/// and ``states`` reports each transition.
+/// and ``states`` reports each transition. A connection that ends within
+/// ``ReconnectPolicy/stableAfter`` of its handshake does not end the outage: the backoff keeps
+/// growing. Commands accepted by ``send(command:)`` and not yet handed to a connection when it
+/// ends are sent first on the next one; if there is no next one, they are in
+/// ``undeliveredCommands``.
 public actor SocketAdapter: SocketClient {
     private let group: EventLoopGroup?
     /// Reconnection policy; ``ReconnectPolicy/never`` (the default) means the stream ends with
@@ -34,9 +38,9 @@ public actor SocketAdapter: SocketClient {
     /// Makes the options of each attempt: the endpoint is asked anew every time, so a request
     /// target that depends on state (a resume position in the query) is current on reconnect.
     private var makeOptions: (@Sendable () async throws(SwitchboardError) -> WebSocketClientOptions)?
-    private var connection: WebSocketConnection? {
-        didSet { outbox.withLock { $0.connectionChanged(to: connection) } }
-    }
+    /// The open connection. ``send(command:)``'s quick way to it (``outbox``) is opened
+    /// separately, once the commands queued during an outage went out first.
+    private var connection: WebSocketConnection?
     /// Commands on their way to the connection's loop (see ``send(command:)``).
     private nonisolated let outbox = Locked(CommandOutbox<WebSocketConnection>())
     private var ended: (status: WebSocketCloseStatus?, error: SwitchboardError?)?
@@ -44,7 +48,24 @@ public actor SocketAdapter: SocketClient {
     private var userClosed = false
     private var replacementWaiters: [CheckedContinuation<Void, Never>] = []
     private var reconnectHook: (@Sendable (SocketAdapter) async throws -> Void)?
+    /// Commands for the next connection, oldest first: those `send` queued during an outage
+    /// (bounded by ``DisconnectedSendPolicy/queue(maxCommands:)``), after those a lost
+    /// connection never took (bounded by `CommandOutbox.limit` bytes and that same count).
     private var queuedCommands: [String] = []
+    /// Attempts made in the current outage: reset only by a connection that stayed up for
+    /// ``ReconnectPolicy/stableAfter``.
+    private var outageAttempts = 0
+    /// When the current connection completed its handshake.
+    private var connectedAt: ContinuousClock.Instant?
+    /// The reconnected connection whose `onReconnect` hook and queued commands go first:
+    /// other senders wait (``replayWaiters``) so as not to overtake them.
+    private var replayingConnection: WebSocketConnection?
+    private var replayWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Queued commands are being written to the new connection; its end waits for that.
+    private var flushing = false
+    private var flushWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Set while the `onReconnect` hook runs: its sends go before the queued commands.
+    @TaskLocal private static var inReconnectHook = false
     private var reconnectTask: Task<Void, Never>?
     private var rng = SecureRandom()
     private let stateContinuation: AsyncStream<SocketConnectionState>.Continuation
@@ -52,6 +73,17 @@ public actor SocketAdapter: SocketClient {
     /// Every state transition (`connecting`, `connected`, `reconnecting`, `closed`). Keeps the
     /// newest 256 if nobody reads it.
     public nonisolated let states: AsyncStream<SocketConnectionState>
+
+    /// The commands accepted by ``send(command:)`` that no connection took, in order, once the
+    /// adapter has ended (reconnection gave up, the policy does not reconnect, or ``close(code:reason:)``
+    /// during an outage); empty while it runs, and again after the next `connect`.
+    ///
+    /// These are the commands queued during an outage
+    /// (``DisconnectedSendPolicy/queue(maxCommands:)``) and those accepted just as a connection
+    /// ended, before its event loop handed them to the socket. A command handed to a socket that
+    /// then failed is not here: like any bytes in flight, the peer may or may not have received
+    /// it. Read it after the stream finished; the count (never the text) is logged as a warning.
+    public private(set) var undeliveredCommands: [String] = []
 
     /// - Parameters:
     ///   - group: the event loops to use (default: the process-wide shared group).
@@ -124,13 +156,16 @@ public actor SocketAdapter: SocketClient {
         userClosed = false
         ended = nil
         queuedCommands = []
+        undeliveredCommands = []
+        outageAttempts = 0
+        _ = outbox.withLock { $0.takeStranded() }
         let makeOptions: @Sendable () async throws(SwitchboardError) -> WebSocketClientOptions = {
             () async throws(SwitchboardError) in try await endpoint().clientOptions()
         }
         self.makeOptions = makeOptions
         stateContinuation.yield(.connecting)
         do {
-            try await install(open(makeOptions()))
+            try await install(open(makeOptions()), acceptingCommands: true)
         } catch {
             ended = (nil, error)
             stateContinuation.yield(.closed(code: nil, reason: "", error: error))
@@ -157,8 +192,12 @@ public actor SocketAdapter: SocketClient {
         }
     }
 
-    private func install(_ c: WebSocketConnection) async {
+    /// Makes `c` the connection; `acceptingCommands` opens ``send(command:)``'s quick way to it
+    /// (a reconnection opens it after the queued commands).
+    private func install(_ c: WebSocketConnection, acceptingCommands: Bool) async {
         connection = c
+        connectedAt = .now
+        if acceptingCommands { outbox.withLock { $0.connectionChanged(to: c) } }
         await c.onClose { [weak self] _ in
             Task { await self?.connectionEnded(c) }
         }
@@ -209,26 +248,46 @@ public actor SocketAdapter: SocketClient {
 
     private func connectionEnded(_ c: WebSocketConnection) async {
         guard connection === c else { return }
+        // Queued commands being written to `c` are put back if it refuses them: wait for that.
+        while flushing { await withCheckedContinuation { flushWaiters.append($0) } }
+        guard connection === c else { return }
         let status = await c.closeStatus
         let error = await c.error
         ended = (status, error)
         let policy = reconnectPolicy
-        guard policy.reconnects, !userClosed,
-              ReconnectPolicy.isTransient(closeCode: status?.code, error: error) else {
+        let retry = policy.reconnects && !userClosed && ReconnectPolicy.isTransient(closeCode: status?.code, error: error)
+        connection = nil
+        outbox.withLock { $0.connectionChanged(to: nil) }
+        reconnecting = retry
+        // Every job handing commands to `c` was scheduled on its loop before the line above;
+        // once they have run, the commands they could not send are all stranded.
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in c.loop.execute { done.resume() } }
+        let stranded = outbox.withLock { $0.takeStranded() }
+        if retry && !reconnecting {
+            // `close()` ended the adapter meanwhile (and reported what was queued then).
+            undeliveredCommands += stranded
+            return
+        }
+        queuedCommands = stranded + queuedCommands
+        guard retry, !userClosed else {
             finish(status: status, error: error)
             return
         }
+        let lived = connectedAt.map { ContinuousClock.now - $0 } ?? .zero
+        if lived >= policy.stableAfter { outageAttempts = 0 }
         logger.info("connection lost, reconnecting", metadata: ["connection": "\(c.id)",
                                                                 "code": "\(status?.code.rawValue ?? 1006)",
-                                                                "error": "\(error.map { "\($0)" } ?? "none")"])
-        connection = nil
-        reconnecting = true
+                                                                "error": "\(error.map { "\($0)" } ?? "none")",
+                                                                "uptime": "\(lived)",
+                                                                "attempts": "\(outageAttempts)"])
         wakeReplacementWaiters()
         reconnectTask = Task { await self.reconnectLoop(policy) }
     }
 
+    /// Reconnects with backoff, going on from the attempts the outage already made (a
+    /// connection that ended before ``ReconnectPolicy/stableAfter`` did not end it).
     private func reconnectLoop(_ policy: ReconnectPolicy) async {
-        var attempt = 0
+        var attempt = outageAttempts
         var lastError: SwitchboardError? = ended?.error
         while true {
             attempt += 1
@@ -253,20 +312,13 @@ public actor SocketAdapter: SocketClient {
                     finish(status: ended?.status, error: lastError)
                     return
                 }
-                await install(c)
+                outageAttempts = attempt
+                replayingConnection = c
+                await install(c, acceptingCommands: false)
                 reconnecting = false
                 stateContinuation.yield(.connected)
                 logger.info("reconnected", metadata: ["connection": "\(c.id)", "attempt": "\(attempt)"])
-                if let hook = reconnectHook {
-                    do {
-                        try await hook(self)
-                    } catch {
-                        logger.warning("onReconnect hook failed", metadata: ["error": "\(error)"])
-                    }
-                }
-                let queued = queuedCommands
-                queuedCommands = []
-                for text in queued { try? await c.send(text: text) }
+                await replay(to: c)
                 wakeReplacementWaiters()
                 return
             } catch {
@@ -280,10 +332,56 @@ public actor SocketAdapter: SocketClient {
         }
     }
 
+    /// On a new connection, before any other sender: the `onReconnect` hook, then the queued
+    /// commands in order. Those `c` refuses (it ended meanwhile) stay queued, first, for the
+    /// next connection. Then ``send(command:)`` may take the quick way to `c`.
+    private func replay(to c: WebSocketConnection) async {
+        if let hook = reconnectHook {
+            do {
+                try await Self.$inReconnectHook.withValue(true) { try await hook(self) }
+            } catch {
+                logger.warning("onReconnect hook failed", metadata: ["error": "\(error)"])
+            }
+        }
+        if connection === c {
+            flushing = true
+            let queued = queuedCommands
+            queuedCommands = []
+            var sent = 0
+            while sent < queued.count {
+                do { try await c.send(text: queued[sent]) } catch { break }
+                sent += 1
+            }
+            queuedCommands = Array(queued[sent...]) + queuedCommands
+            flushing = false
+            let waiters = flushWaiters
+            flushWaiters = []
+            for w in waiters { w.resume() }
+            if sent < queued.count {
+                logger.info("connection ended before the queued commands were sent; they wait for the next one",
+                            metadata: ["connection": "\(c.id)", "unsent": "\(queued.count - sent)"])
+            } else if connection === c {
+                outbox.withLock { $0.connectionChanged(to: c) }
+            }
+        }
+        if replayingConnection === c {
+            replayingConnection = nil
+            let waiters = replayWaiters
+            replayWaiters = []
+            for w in waiters { w.resume() }
+        }
+    }
+
     private func finish(status: WebSocketCloseStatus?, error: SwitchboardError?) {
         connection = nil
+        outbox.withLock { $0.connectionChanged(to: nil) }
         reconnecting = false
+        undeliveredCommands += outbox.withLock { $0.takeStranded() } + queuedCommands
         queuedCommands = []
+        if !undeliveredCommands.isEmpty {
+            logger.warning("commands were not delivered: no connection took them",
+                           metadata: ["commands": "\(undeliveredCommands.count)"])
+        }
         ended = (status, error)
         stateContinuation.yield(.closed(code: status?.code, reason: status?.reason ?? "", error: error))
         wakeReplacementWaiters()
@@ -302,8 +400,11 @@ public actor SocketAdapter: SocketClient {
     /// the loop gets to them), in order. While the connection's outbound queue is above its
     /// high-water mark, or more than 256 KiB (`CommandOutbox.limit`) bytes of commands wait for the
     /// loop, `send` waits for room instead, as ``WebSocketConnection/send(text:compress:)`` does. A
-    /// command accepted just as the connection closes is dropped with it, like bytes in flight;
-    /// the following `send` throws.
+    /// command accepted just as the connection closes, before its loop handed it to the socket,
+    /// is sent first on the next connection (when reconnecting) or reported in
+    /// ``undeliveredCommands``; one already handed to the socket is lost with it if the peer did
+    /// not read it, like any bytes in flight. After a reconnect, `send` waits until the
+    /// ``onReconnect(_:)`` hook ran and the commands queued during the outage were sent.
     public nonisolated func send(command: some SocketCommand) async throws(SwitchboardError) {
         let line = command.line
         switch outbox.withLock({ $0.offer(line) }) {
@@ -313,6 +414,12 @@ public actor SocketAdapter: SocketClient {
             connection.loop.execute { [outbox] in
                 let batch = outbox.withLock { $0.takeBatch() }
                 connection.assumeIsolated { c in
+                    // Closed before this job ran: nothing of the batch was sent. The adapter
+                    // sends it first on the next connection, or reports it.
+                    guard c.isOpen else {
+                        outbox.withLock { $0.strand(batch) }
+                        return
+                    }
                     let writable = c.queueTexts(batch)
                     outbox.withLock { $0.drained(writable: writable) }
                 }
@@ -323,6 +430,15 @@ public actor SocketAdapter: SocketClient {
     }
 
     private func sendWaitingForRoom(_ line: String) async throws(SwitchboardError) {
+        // After a reconnect, the hook's commands and then the queued ones go first.
+        while replayingConnection != nil, !Self.inReconnectHook {
+            await withCheckedContinuation { replayWaiters.append($0) }
+        }
+        // A connection that just ended: once the adapter decided what follows (reconnect or
+        // not), the command is queued or refused accordingly, not refused meanwhile.
+        if reconnectPolicy.reconnects, let c = connection, await !c.isOpen {
+            while connection === c { await withCheckedContinuation { replacementWaiters.append($0) } }
+        }
         if connection == nil, reconnecting, case .queue(let max) = reconnectPolicy.whileDisconnected {
             guard queuedCommands.count < max else {
                 throw .limitExceeded("\(max) commands already queued while reconnecting", closeCode: .tryAgainLater)
