@@ -147,6 +147,7 @@ public actor SocketAdapter: SocketClient {
     }
 
     private func start(_ endpoint: @escaping @Sendable () async throws(SwitchboardError) -> any SocketEndpoint) async throws(SwitchboardError) {
+        outbox.withLock { $0.connectionChanged(to: nil) }
         if let old = connection {
             connection = nil
             await old.close()
