@@ -26,7 +26,7 @@ import SwitchboardCore
 /// ends are sent first on the next one; if there is no next one, they are in
 /// ``undeliveredCommands``.
 public actor SocketAdapter: SocketClient {
-    private let group: EventLoopGroup?
+    let group: EventLoopGroup?
     /// Reconnection policy; ``ReconnectPolicy/never`` (the default) means the stream ends with
     /// the connection.
     public nonisolated let reconnectPolicy: ReconnectPolicy
@@ -34,41 +34,41 @@ public actor SocketAdapter: SocketClient {
     /// metadata; query secrets redacted, headers never logged).
     public nonisolated let logger: Logger
     /// Shared by this adapter's connections: the logger they use, without a copy each.
-    private nonisolated let counters: ConnectionCounters
+    nonisolated let counters: ConnectionCounters
     /// Makes the options of each attempt: the endpoint is asked anew every time, so a request
     /// target that depends on state (a resume position in the query) is current on reconnect.
-    private var makeOptions: (@Sendable () async throws(SwitchboardError) -> WebSocketClientOptions)?
+    var makeOptions: (@Sendable () async throws(SwitchboardError) -> WebSocketClientOptions)?
     /// The open connection. ``send(command:)``'s quick way to it (``outbox``) is opened
     /// separately, once the commands queued during an outage went out first.
-    private var connection: WebSocketConnection?
+    var connection: WebSocketConnection?
     /// Commands on their way to the connection's loop (see ``send(command:)``).
-    private nonisolated let outbox = Locked(CommandOutbox<WebSocketConnection>())
-    private var ended: (status: WebSocketCloseStatus?, error: SwitchboardError?)?
-    private var reconnecting = false
-    private var userClosed = false
-    private var replacementWaiters: [CheckedContinuation<Void, Never>] = []
-    private var reconnectHook: (@Sendable (SocketAdapter) async throws -> Void)?
+    nonisolated let outbox = Locked(CommandOutbox<WebSocketConnection>())
+    var ended: (status: WebSocketCloseStatus?, error: SwitchboardError?)?
+    var reconnecting = false
+    var userClosed = false
+    var replacementWaiters: [CheckedContinuation<Void, Never>] = []
+    var reconnectHook: (@Sendable (SocketAdapter) async throws -> Void)?
     /// Commands for the next connection, oldest first: those `send` queued during an outage
     /// (bounded by ``DisconnectedSendPolicy/queue(maxCommands:)``), after those a lost
     /// connection never took (bounded by `CommandOutbox.limit` bytes and that same count).
-    private var queuedCommands: [String] = []
+    var queuedCommands: [String] = []
     /// Attempts made in the current outage: reset only by a connection that stayed up for
     /// ``ReconnectPolicy/stableAfter``.
-    private var outageAttempts = 0
+    var outageAttempts = 0
     /// When the current connection completed its handshake.
-    private var connectedAt: ContinuousClock.Instant?
+    var connectedAt: ContinuousClock.Instant?
     /// The reconnected connection whose `onReconnect` hook and queued commands go first:
     /// other senders wait (``replayWaiters``) so as not to overtake them.
-    private var replayingConnection: WebSocketConnection?
-    private var replayWaiters: [CheckedContinuation<Void, Never>] = []
+    var replayingConnection: WebSocketConnection?
+    var replayWaiters: [CheckedContinuation<Void, Never>] = []
     /// Queued commands are being written to the new connection; its end waits for that.
-    private var flushing = false
-    private var flushWaiters: [CheckedContinuation<Void, Never>] = []
+    var flushing = false
+    var flushWaiters: [CheckedContinuation<Void, Never>] = []
     /// Set while the `onReconnect` hook runs: its sends go before the queued commands.
-    @TaskLocal private static var inReconnectHook = false
-    private var reconnectTask: Task<Void, Never>?
-    private var rng = SecureRandom()
-    private let stateContinuation: AsyncStream<SocketConnectionState>.Continuation
+    @TaskLocal static var inReconnectHook = false
+    var reconnectTask: Task<Void, Never>?
+    var rng = SecureRandom()
+    let stateContinuation: AsyncStream<SocketConnectionState>.Continuation
 
     /// Every state transition (`connecting`, `connected`, `reconnecting`, `closed`). Keeps the
     /// newest 256 if nobody reads it.
@@ -83,7 +83,7 @@ public actor SocketAdapter: SocketClient {
     /// ended, before its event loop handed them to the socket. A command handed to a socket that
     /// then failed is not here: like any bytes in flight, the peer may or may not have received
     /// it. Read it after the stream finished; the count (never the text) is logged as a warning.
-    public private(set) var undeliveredCommands: [String] = []
+    public internal(set) var undeliveredCommands: [String] = []
 
     /// - Parameters:
     ///   - group: the event loops to use (default: the process-wide shared group).
@@ -146,7 +146,7 @@ public actor SocketAdapter: SocketClient {
         reconnectHook = hook
     }
 
-    private func start(_ endpoint: @escaping @Sendable () async throws(SwitchboardError) -> any SocketEndpoint) async throws(SwitchboardError) {
+    func start(_ endpoint: @escaping @Sendable () async throws(SwitchboardError) -> any SocketEndpoint) async throws(SwitchboardError) {
         outbox.withLock { $0.connectionChanged(to: nil) }
         if let old = connection {
             connection = nil
@@ -175,7 +175,7 @@ public actor SocketAdapter: SocketClient {
         stateContinuation.yield(.connected)
     }
 
-    private func open(_ options: WebSocketClientOptions) async throws(SwitchboardError) -> WebSocketConnection {
+    func open(_ options: WebSocketClientOptions) async throws(SwitchboardError) -> WebSocketConnection {
         let group: EventLoopGroup
         if let g = self.group {
             group = g
@@ -195,7 +195,7 @@ public actor SocketAdapter: SocketClient {
 
     /// Makes `c` the connection; `acceptingCommands` opens ``send(command:)``'s quick way to it
     /// (a reconnection opens it after the queued commands).
-    private func install(_ c: WebSocketConnection, acceptingCommands: Bool) async {
+    func install(_ c: WebSocketConnection, acceptingCommands: Bool) async {
         connection = c
         connectedAt = .now
         if acceptingCommands { outbox.withLock { $0.connectionChanged(to: c) } }
@@ -207,7 +207,7 @@ public actor SocketAdapter: SocketClient {
     // MARK: Receiving
 
     /// The next lines of the current connection, in batches (``WebSocketConnection/nextLines()``).
-    private func nextLines() async -> [Data]? {
+    func nextLines() async -> [Data]? {
         while let c = await currentOrNextConnection() {
             if let lines = await c.nextLines() { return lines }
             guard await waitForReplacement(of: c) else { return nil }
@@ -215,7 +215,7 @@ public actor SocketAdapter: SocketClient {
         return nil
     }
 
-    private func nextMessage() async -> WebSocketMessage? {
+    func nextMessage() async -> WebSocketMessage? {
         while let c = await currentOrNextConnection() {
             if let m = try? await c.receive() { return m }
             guard await waitForReplacement(of: c) else { return nil }
@@ -224,7 +224,7 @@ public actor SocketAdapter: SocketClient {
     }
 
     /// The open connection, waiting through a reconnection in progress; nil once given up.
-    private func currentOrNextConnection() async -> WebSocketConnection? {
+    func currentOrNextConnection() async -> WebSocketConnection? {
         while connection == nil && reconnecting {
             await withCheckedContinuation { replacementWaiters.append($0) }
         }
@@ -232,160 +232,17 @@ public actor SocketAdapter: SocketClient {
     }
 
     /// After `c` ended: waits until the adapter has a new connection (true) or has given up (false).
-    private func waitForReplacement(of c: WebSocketConnection) async -> Bool {
+    func waitForReplacement(of c: WebSocketConnection) async -> Bool {
         while connection === c || (connection == nil && reconnecting) {
             await withCheckedContinuation { replacementWaiters.append($0) }
         }
         return connection != nil
     }
 
-    private func wakeReplacementWaiters() {
+    func wakeReplacementWaiters() {
         let w = replacementWaiters
         replacementWaiters = []
         for c in w { c.resume() }
-    }
-
-    // MARK: Reconnecting
-
-    private func connectionEnded(_ c: WebSocketConnection) async {
-        guard connection === c else { return }
-        // Queued commands being written to `c` are put back if it refuses them: wait for that.
-        while flushing { await withCheckedContinuation { flushWaiters.append($0) } }
-        guard connection === c else { return }
-        let status = await c.closeStatus
-        let error = await c.error
-        ended = (status, error)
-        let policy = reconnectPolicy
-        let retry = policy.reconnects && !userClosed && ReconnectPolicy.isTransient(closeCode: status?.code, error: error)
-        connection = nil
-        outbox.withLock { $0.connectionChanged(to: nil) }
-        reconnecting = retry
-        // Every job handing commands to `c` was scheduled on its loop before the line above;
-        // once they have run, the commands they could not send are all stranded.
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in c.loop.execute { done.resume() } }
-        let stranded = outbox.withLock { $0.takeStranded() }
-        if retry && !reconnecting {
-            // `close()` ended the adapter meanwhile (and reported what was queued then).
-            undeliveredCommands += stranded
-            return
-        }
-        queuedCommands = stranded + queuedCommands
-        guard retry, !userClosed else {
-            finish(status: status, error: error)
-            return
-        }
-        let lived = connectedAt.map { ContinuousClock.now - $0 } ?? .zero
-        if lived >= policy.stableAfter { outageAttempts = 0 }
-        logger.info("connection lost, reconnecting", metadata: ["connection": "\(c.id)",
-                                                                "code": "\(status?.code.rawValue ?? 1006)",
-                                                                "error": "\(error.map { "\($0)" } ?? "none")",
-                                                                "uptime": "\(lived)",
-                                                                "attempts": "\(outageAttempts)"])
-        wakeReplacementWaiters()
-        reconnectTask = Task { await self.reconnectLoop(policy) }
-    }
-
-    /// Reconnects with backoff, going on from the attempts the outage already made (a
-    /// connection that ended before ``ReconnectPolicy/stableAfter`` did not end it).
-    private func reconnectLoop(_ policy: ReconnectPolicy) async {
-        var attempt = outageAttempts
-        var lastError: SwitchboardError? = ended?.error
-        while true {
-            attempt += 1
-            if let max = policy.maxAttempts, attempt > max {
-                logger.warning("giving up reconnecting", metadata: ["attempts": "\(attempt - 1)",
-                                                                     "error": "\(lastError.map { "\($0)" } ?? "none")"])
-                finish(status: ended?.status, error: lastError)
-                return
-            }
-            let delay = policy.delay(forAttempt: attempt, using: &rng)
-            stateContinuation.yield(.reconnecting(attempt: attempt, delay: delay))
-            try? await Task.sleep(for: delay)
-            guard !userClosed, !Task.isCancelled, let makeOptions else {
-                finish(status: ended?.status, error: lastError)
-                return
-            }
-            stateContinuation.yield(.connecting)
-            do {
-                let c = try await open(makeOptions())
-                guard !userClosed else {
-                    await c.close(code: .goingAway)
-                    finish(status: ended?.status, error: lastError)
-                    return
-                }
-                outageAttempts = attempt
-                replayingConnection = c
-                await install(c, acceptingCommands: false)
-                reconnecting = false
-                stateContinuation.yield(.connected)
-                logger.info("reconnected", metadata: ["connection": "\(c.id)", "attempt": "\(attempt)"])
-                await replay(to: c)
-                wakeReplacementWaiters()
-                return
-            } catch {
-                lastError = error
-                if !ReconnectPolicy.isTransient(closeCode: nil, error: error) {
-                    ended = (ended?.status, error)
-                    finish(status: ended?.status, error: error)
-                    return
-                }
-            }
-        }
-    }
-
-    /// On a new connection, before any other sender: the `onReconnect` hook, then the queued
-    /// commands in order. Those `c` refuses (it ended meanwhile) stay queued, first, for the
-    /// next connection. Then ``send(command:)`` may take the quick way to `c`.
-    private func replay(to c: WebSocketConnection) async {
-        if let hook = reconnectHook {
-            do {
-                try await Self.$inReconnectHook.withValue(true) { try await hook(self) }
-            } catch {
-                logger.warning("onReconnect hook failed", metadata: ["error": "\(error)"])
-            }
-        }
-        if connection === c {
-            flushing = true
-            let queued = queuedCommands
-            queuedCommands = []
-            var sent = 0
-            while sent < queued.count {
-                do { try await c.send(text: queued[sent]) } catch { break }
-                sent += 1
-            }
-            queuedCommands = Array(queued[sent...]) + queuedCommands
-            flushing = false
-            let waiters = flushWaiters
-            flushWaiters = []
-            for w in waiters { w.resume() }
-            if sent < queued.count {
-                logger.info("connection ended before the queued commands were sent; they wait for the next one",
-                            metadata: ["connection": "\(c.id)", "unsent": "\(queued.count - sent)"])
-            } else if connection === c {
-                outbox.withLock { $0.connectionChanged(to: c) }
-            }
-        }
-        if replayingConnection === c {
-            replayingConnection = nil
-            let waiters = replayWaiters
-            replayWaiters = []
-            for w in waiters { w.resume() }
-        }
-    }
-
-    private func finish(status: WebSocketCloseStatus?, error: SwitchboardError?) {
-        connection = nil
-        outbox.withLock { $0.connectionChanged(to: nil) }
-        reconnecting = false
-        undeliveredCommands += outbox.withLock { $0.takeStranded() } + queuedCommands
-        queuedCommands = []
-        if !undeliveredCommands.isEmpty {
-            logger.warning("commands were not delivered: no connection took them",
-                           metadata: ["commands": "\(undeliveredCommands.count)"])
-        }
-        ended = (status, error)
-        stateContinuation.yield(.closed(code: status?.code, reason: status?.reason ?? "", error: error))
-        wakeReplacementWaiters()
     }
 
     // MARK: Sending
@@ -430,7 +287,7 @@ public actor SocketAdapter: SocketClient {
         }
     }
 
-    private func sendWaitingForRoom(_ line: String) async throws(SwitchboardError) {
+    func sendWaitingForRoom(_ line: String) async throws(SwitchboardError) {
         // After a reconnect, the hook's commands and then the queued ones go first.
         while replayingConnection != nil, !Self.inReconnectHook {
             await withCheckedContinuation { replayWaiters.append($0) }
@@ -467,7 +324,7 @@ public actor SocketAdapter: SocketClient {
         try await requireConnection().ping(payload)
     }
 
-    private func requireConnection() async throws(SwitchboardError) -> WebSocketConnection {
+    func requireConnection() async throws(SwitchboardError) -> WebSocketConnection {
         guard let c = connection, await c.isOpen else { throw .notConnected }
         return c
     }
