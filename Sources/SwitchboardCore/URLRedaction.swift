@@ -41,22 +41,41 @@ public enum URLRedaction {
         return String(unredacted[...question]) + items.joined(separator: "&") + String(unredacted[end...])
     }
 
+    /// `text`, a URL as given that failed to parse, for an error message: as ``redacting(_:)``,
+    /// and with everything from the first `:` after `scheme://` up to the last `@` hidden.
+    ///
+    /// A password whose `/`, `?`, `#` or `@` was not percent-encoded ends the authority early for
+    /// a URL parser (and for ``redacting(_:)``), so the rest of it would be shown as a path or a
+    /// query. Text that did not parse cannot tell a password from a path, so this hides the
+    /// longest span that may be one; it over-redacts an `@` in a path or query
+    /// (`wss://h:443/users/@alice` shows as `wss://h:<redacted>@alice`), which an error message
+    /// can afford and a log line of a parsed URL should not: use ``redacting(_:)`` for those.
+    public static func redactingUnparsed(_ text: String) -> String {
+        guard let start = authorityStart(text),
+              let at = text[start...].lastIndex(of: "@"),
+              let colon = text[start..<at].firstIndex(of: ":") else {
+            return redacting(text)
+        }
+        return redacting(String(text[...colon]) + placeholder + String(text[at...]))
+    }
+
     /// `scheme://user:password@host…` → `scheme://user:<redacted>@host…`.
     private static func redactingPassword(_ url: String) -> String {
-        let separator = "://"
-        var authorityStart: String.Index?
-        var i = url.startIndex
-        while i < url.endIndex, url[i] != "/", url[i] != "?", url[i] != "#" {
-            if url[i...].hasPrefix(separator) {
-                authorityStart = url.index(i, offsetBy: separator.count)
-                break
-            }
-            i = url.index(after: i)
-        }
-        guard let authorityStart else { return url }
+        guard let authorityStart = authorityStart(url) else { return url }
         let authority = url[authorityStart...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
         guard let at = authority.lastIndex(of: "@"),
               let colon = authority[..<at].firstIndex(of: ":") else { return url }
         return String(url[...colon]) + placeholder + String(url[at...])
+    }
+
+    /// Where the authority starts: after the first `://` that comes before any `/`, `?` or `#`.
+    private static func authorityStart(_ url: String) -> String.Index? {
+        let separator = "://"
+        var i = url.startIndex
+        while i < url.endIndex, url[i] != "/", url[i] != "?", url[i] != "#" {
+            if url[i...].hasPrefix(separator) { return url.index(i, offsetBy: separator.count) }
+            i = url.index(after: i)
+        }
+        return nil
     }
 }

@@ -83,6 +83,11 @@ final class RedisSubscriberCore: RedisLinkOwner, @unchecked Sendable {
     /// Channels wanted, and those Redis confirmed on this connection.
     private var wanted: Set<String> = []
     private var confirmed: Set<String> = []
+    /// SUBSCRIBE and UNSUBSCRIBE requests per channel sent on this connection and not yet
+    /// answered. Redis answers each in order, so a `subscribe` reply confirms the channel only
+    /// when it answers the last request: after subscribe → unsubscribe → subscribe within one
+    /// round trip, the first reply must not count for the third request.
+    private var outstanding: [String: Int] = [:]
     private var waiters: [String: [CheckedContinuation<Bool, Never>]] = [:]
 
     init(link: RedisLink, onStateChange: (@Sendable (RedisConnectionState) -> Void)?,
@@ -118,7 +123,9 @@ final class RedisSubscriberCore: RedisLinkOwner, @unchecked Sendable {
         updateReady()
     }
 
+    /// Sends `command` for `channels`, each counted as awaiting its reply.
     private func send(_ command: String, _ channels: [String]) {
+        for channel in channels { outstanding[channel, default: 0] += 1 }
         var bytes: [UInt8] = []
         var start = 0
         // At most 1,000 channels per command, to keep each command small.
@@ -134,6 +141,7 @@ final class RedisSubscriberCore: RedisLinkOwner, @unchecked Sendable {
 
     func linkUp(reconnected: Bool) {
         confirmed = []
+        outstanding = [:]
         if !wanted.isEmpty { send("SUBSCRIBE", wanted.sorted()) }
         updateReady()
         onStateChange?(.connected(reconnected: reconnected))
@@ -156,12 +164,14 @@ final class RedisSubscriberCore: RedisLinkOwner, @unchecked Sendable {
             guard wanted.contains(channel), case .bulkString(let payload) = items[2] else { return }
             onMessage(channel, payload)
         case "subscribe":
-            guard wanted.contains(channel) else { return }
+            // Only the reply to the channel's last request says where Redis stands now.
+            guard answered(channel) == 0, wanted.contains(channel) else { return }
             confirmed.insert(channel)
             updateReady()
             for w in waiters.removeValue(forKey: channel) ?? [] { w.resume(returning: true) }
         case "unsubscribe":
             // A later SUBSCRIBE of the same channel (re-subscribed meanwhile) confirms it again.
+            _ = answered(channel)
             confirmed.remove(channel)
             updateReady()
         default:
@@ -169,8 +179,16 @@ final class RedisSubscriberCore: RedisLinkOwner, @unchecked Sendable {
         }
     }
 
+    /// One request for `channel` was answered; returns how many are still awaiting a reply.
+    private func answered(_ channel: String) -> Int {
+        let left = max((outstanding[channel] ?? 0) - 1, 0)
+        outstanding[channel] = left == 0 ? nil : left
+        return left
+    }
+
     func linkDown(_ error: RedisError) {
         confirmed = []
+        outstanding = [:]
         updateReady()
         let pending = waiters
         waiters = [:]
@@ -181,6 +199,7 @@ final class RedisSubscriberCore: RedisLinkOwner, @unchecked Sendable {
     func close() {
         link.close()
         confirmed = []
+        outstanding = [:]
         updateReady()
         let pending = waiters
         waiters = [:]

@@ -35,4 +35,49 @@ struct RedisURLTests {
             #expect(!error.description.contains(secret))
         }
     }
+
+    /// A password whose `/`, `@`, `:`, `?` or `#` was not percent-encoded: its pieces, each
+    /// distinctive enough to be found if an error quoted it.
+    static let pieces = ["Zq7", "Yw8", "Xv9", "Uu6", "Tt5"]
+    static let rawPassword = "Zq7/Yw8@Xv9:Uu6?Tt5#"
+
+    @Test(arguments: [
+        "redis://bob:\(RedisURLTests.rawPassword)@h:notaport",
+        "redis://bob:\(RedisURLTests.rawPassword)@h:0",
+        "redis://bob:\(RedisURLTests.rawPassword)@h/x",
+        "redis://bob:\(RedisURLTests.rawPassword)@h/1/2",
+        "redis://:\(RedisURLTests.rawPassword)@",
+        "redis://bob:\(RedisURLTests.rawPassword)@h?db=1",
+        "redis://bob:\(RedisURLTests.rawPassword)@[::1",
+        "redis://bob:\(RedisURLTests.rawPassword)@[::1]x",
+        "redis://bob:\(RedisURLTests.rawPassword)%zz@h",
+        "redis://bob:Zq7/Yw8@h:nope",
+        "rediz://bob:\(RedisURLTests.rawPassword)@h",
+    ])
+    func errorsNeverQuoteAnyPartOfThePassword(_ text: String) {
+        do {
+            _ = try RedisURL(text)
+            Issue.record("accepted \(text)")
+        } catch {
+            // What `chat-room serve --redis` and `echo-server --redis` print on a bad URL.
+            let printed = "--redis: \(error)"
+            for piece in Self.pieces {
+                #expect(!error.description.contains(piece), "\(error.description)")
+                #expect(!printed.contains(piece))
+                #expect(!String(reflecting: error).contains(piece))
+            }
+        }
+    }
+
+    @Test func aPasswordWithUnencodedDelimitersIsTakenWholeAndNeverShown() throws {
+        let url = try RedisURL("rediss://bob:\(Self.rawPassword)@cache.example:6380/2")
+        #expect(url == RedisURL(host: "cache.example", port: 6380, useTLS: true, username: "bob",
+                                password: Self.rawPassword, database: 2))
+        var dumped = ""
+        dump(url, to: &dumped)
+        for text in [url.description, url.debugDescription, dumped] {
+            for piece in Self.pieces { #expect(!text.contains(piece), "\(text)") }
+        }
+        #expect(url.description == "rediss://bob:<redacted>@cache.example:6380/2")
+    }
 }

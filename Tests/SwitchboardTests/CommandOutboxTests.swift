@@ -52,4 +52,18 @@ import SwitchboardCore
         outbox.connectionChanged(to: nil)
         guard case .refused = outbox.offer("b\n") else { Issue.record("accepted without a connection"); return }
     }
+
+    @Test func aBatchWhoseConnectionClosedIsKeptInOrderForTheNextConnection() {
+        var outbox = CommandOutbox<FakeConnection>()
+        outbox.connectionChanged(to: FakeConnection())
+        _ = outbox.offer("a\n")
+        _ = outbox.offer("b\n")
+        outbox.strand(outbox.takeBatch())                // the drain job found the connection closed
+        _ = outbox.offer("c\n")
+        outbox.strand(outbox.takeBatch())
+        outbox.connectionChanged(to: nil)
+        // Not lost with the connection: the adapter takes them, oldest first, exactly once.
+        #expect(outbox.takeStranded() == ["a\n", "b\n", "c\n"])
+        #expect(outbox.takeStranded().isEmpty)
+    }
 }

@@ -18,6 +18,9 @@ struct CommandOutbox<Connection: AnyObject> {
     /// Whether the connection's outbound queue was at or below its high-water mark when
     /// last seen.
     private var writable = true
+    /// Commands whose drain job found the connection already closed: never handed to a
+    /// connection, so the adapter sends them first on the next one (or reports them).
+    private var stranded: [String] = []
 
     enum Offer {
         /// Appended; a drain job is already scheduled.
@@ -49,6 +52,19 @@ struct CommandOutbox<Connection: AnyObject> {
     /// After a drain, or after a slow-path send found room.
     mutating func drained(writable: Bool) {
         self.writable = writable
+    }
+
+    /// A drain job found its connection closed: `batch` was not sent. Kept, in order, for the
+    /// adapter (``takeStranded()``).
+    mutating func strand(_ batch: [String]) {
+        stranded += batch
+    }
+
+    /// The commands stranded so far, oldest first; the adapter takes them once the jobs of the
+    /// lost connection have run.
+    mutating func takeStranded() -> [String] {
+        defer { stranded = [] }
+        return stranded
     }
 
     /// The adapter's connection changed (opened, lost, replaced).

@@ -143,18 +143,18 @@ struct HTTPProxyServer: Sendable, Equatable {
     init(url: String) throws(SwitchboardError) {
         let text = url.contains("://") ? url : "http://" + url
         guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
-            throw .invalidArgument("not a proxy URL: \(URLRedaction.redacting(text))")
+            throw .invalidArgument("not a proxy URL: \(URLRedaction.redactingUnparsed(text))")
         }
         guard scheme == "http" else {
             throw .invalidArgument("unsupported proxy scheme \(scheme)://: only http:// proxies are supported "
                 + "(for wss, TLS with the server still runs end to end inside the tunnel)")
         }
         guard let host = components.host, !host.isEmpty else {
-            throw .invalidArgument("proxy URL has no host: \(URLRedaction.redacting(text))")
+            throw .invalidArgument("proxy URL has no host: \(URLRedaction.redactingUnparsed(text))")
         }
         guard components.path.isEmpty || components.path == "/", components.query == nil,
               components.fragment == nil else {
-            throw .invalidArgument("a proxy URL has no path or query: \(URLRedaction.redacting(text))")
+            throw .invalidArgument("a proxy URL has no path or query: \(URLRedaction.redactingUnparsed(text))")
         }
         let port = components.port ?? 80
         guard (1...65535).contains(port) else { throw .invalidArgument("proxy port \(port) out of range") }

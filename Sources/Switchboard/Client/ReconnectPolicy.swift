@@ -9,25 +9,40 @@ import SwitchboardCore
 /// that could not reach it), and closes with 1001, 1006, 1011, 1012 or 1013. Never 4xx
 /// handshake rejections (a proxy's 407 or 403 included), TLS failures, pin mismatches, or
 /// closes with 1000, 1002, 1003, 1007, 1008, 1009 and other codes.
+///
+/// An outage ends only when a connection has stayed up for ``stableAfter``: a server that
+/// accepts the upgrade and closes at once (1011 from a handler that throws, 1013 from an
+/// overloaded server) counts as a failed attempt, so the delays keep growing and
+/// ``maxAttempts`` applies, instead of the backoff starting over after every handshake.
 public struct ReconnectPolicy: Sendable, Equatable {
     /// First backoff ceiling (default 0.5 s).
     public var baseDelay: Duration
     /// Largest backoff ceiling (default 30 s).
     public var maxDelay: Duration
-    /// Attempts per outage before giving up; nil retries forever (default nil).
+    /// Attempts per outage before giving up; nil retries forever (default nil). A connection
+    /// that ends within ``stableAfter`` of its handshake counts as an attempt of the outage.
     public var maxAttempts: Int?
     /// What `send` does while disconnected.
     public var whileDisconnected: DisconnectedSendPolicy
+    /// How long a connection must stay up after its handshake to end an outage (default 10 s).
+    ///
+    /// A connection that ends sooner does not reset the backoff: its end grows the delay like
+    /// a failed connect and counts toward ``maxAttempts``. 10 s is well above what a server
+    /// takes to reject a client after the upgrade (a throwing handler, an overloaded server's
+    /// 1013, an authentication check), and short enough that after a real outage a healthy
+    /// connection soon gives the next outage the short first delays again.
+    public var stableAfter: Duration
 
     /// Reconnects with backoff between `baseDelay` and `maxDelay`, at most `maxAttempts` times
     /// per outage (nil: forever; 0: never, as ``never``), doing `whileDisconnected` with sends
-    /// made during an outage.
+    /// made during an outage. An outage ends once a connection stayed up for `stableAfter`.
     public init(baseDelay: Duration = .milliseconds(500), maxDelay: Duration = .seconds(30), maxAttempts: Int? = nil,
-                whileDisconnected: DisconnectedSendPolicy = .failFast) {
+                whileDisconnected: DisconnectedSendPolicy = .failFast, stableAfter: Duration = .seconds(10)) {
         self.baseDelay = baseDelay
         self.maxDelay = maxDelay
         self.maxAttempts = maxAttempts
         self.whileDisconnected = whileDisconnected
+        self.stableAfter = stableAfter
     }
 
     /// No reconnection: the stream finishes when the connection ends (the default).
@@ -77,8 +92,11 @@ public enum DisconnectedSendPolicy: Sendable, Equatable {
     /// Throw `.notConnected` at once (default).
     case failFast
     /// Queue up to this many commands and send them, in order, after the next successful
-    /// reconnect (after the ``SocketAdapter/onReconnect(_:)`` hook). Beyond the bound,
-    /// `send` throws `.limitExceeded`. Queued commands are failed if reconnection gives up.
+    /// reconnect (after the ``SocketAdapter/onReconnect(_:)`` hook, before any command sent
+    /// later). Beyond the bound, `send` throws `.limitExceeded`. A queued command that the
+    /// next connection could not take (it ended at once) waits for the one after; if
+    /// reconnection gives up, the commands still queued are in
+    /// ``SocketAdapter/undeliveredCommands``.
     case queue(maxCommands: Int)
 }
 

@@ -20,9 +20,13 @@ import SwitchboardCore
 ///
 /// With a ``ReconnectPolicy``, a connection lost for a transient reason is re-opened with
 /// backoff; the stream does not finish in between, ``onReconnect(_:)`` re-sends set-up commands,
-/// and ``states`` reports each transition.
+/// and ``states`` reports each transition. A connection that ends within
+/// ``ReconnectPolicy/stableAfter`` of its handshake does not end the outage: the backoff keeps
+/// growing. Commands accepted by ``send(command:)`` and not yet handed to a connection when it
+/// ends are sent first on the next one; if there is no next one, they are in
+/// ``undeliveredCommands``.
 public actor SocketAdapter: SocketClient {
-    private let group: EventLoopGroup?
+    let group: EventLoopGroup?
     /// Reconnection policy; ``ReconnectPolicy/never`` (the default) means the stream ends with
     /// the connection.
     public nonisolated let reconnectPolicy: ReconnectPolicy
@@ -30,28 +34,56 @@ public actor SocketAdapter: SocketClient {
     /// metadata; query secrets redacted, headers never logged).
     public nonisolated let logger: Logger
     /// Shared by this adapter's connections: the logger they use, without a copy each.
-    private nonisolated let counters: ConnectionCounters
+    nonisolated let counters: ConnectionCounters
     /// Makes the options of each attempt: the endpoint is asked anew every time, so a request
     /// target that depends on state (a resume position in the query) is current on reconnect.
-    private var makeOptions: (@Sendable () async throws(SwitchboardError) -> WebSocketClientOptions)?
-    private var connection: WebSocketConnection? {
-        didSet { outbox.withLock { $0.connectionChanged(to: connection) } }
-    }
+    var makeOptions: (@Sendable () async throws(SwitchboardError) -> WebSocketClientOptions)?
+    /// The open connection. ``send(command:)``'s quick way to it (``outbox``) is opened
+    /// separately, once the commands queued during an outage went out first.
+    var connection: WebSocketConnection?
     /// Commands on their way to the connection's loop (see ``send(command:)``).
-    private nonisolated let outbox = Locked(CommandOutbox<WebSocketConnection>())
-    private var ended: (status: WebSocketCloseStatus?, error: SwitchboardError?)?
-    private var reconnecting = false
-    private var userClosed = false
-    private var replacementWaiters: [CheckedContinuation<Void, Never>] = []
-    private var reconnectHook: (@Sendable (SocketAdapter) async throws -> Void)?
-    private var queuedCommands: [String] = []
-    private var reconnectTask: Task<Void, Never>?
-    private var rng = SecureRandom()
-    private let stateContinuation: AsyncStream<SocketConnectionState>.Continuation
+    nonisolated let outbox = Locked(CommandOutbox<WebSocketConnection>())
+    var ended: (status: WebSocketCloseStatus?, error: SwitchboardError?)?
+    var reconnecting = false
+    var userClosed = false
+    var replacementWaiters: [CheckedContinuation<Void, Never>] = []
+    var reconnectHook: (@Sendable (SocketAdapter) async throws -> Void)?
+    /// Commands for the next connection, oldest first: those `send` queued during an outage
+    /// (bounded by ``DisconnectedSendPolicy/queue(maxCommands:)``), after those a lost
+    /// connection never took (bounded by `CommandOutbox.limit` bytes and that same count).
+    var queuedCommands: [String] = []
+    /// Attempts made in the current outage: reset only by a connection that stayed up for
+    /// ``ReconnectPolicy/stableAfter``.
+    var outageAttempts = 0
+    /// When the current connection completed its handshake.
+    var connectedAt: ContinuousClock.Instant?
+    /// The reconnected connection whose `onReconnect` hook and queued commands go first:
+    /// other senders wait (``replayWaiters``) so as not to overtake them.
+    var replayingConnection: WebSocketConnection?
+    var replayWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Queued commands are being written to the new connection; its end waits for that.
+    var flushing = false
+    var flushWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Set while the `onReconnect` hook runs: its sends go before the queued commands.
+    @TaskLocal static var inReconnectHook = false
+    var reconnectTask: Task<Void, Never>?
+    var rng = SecureRandom()
+    let stateContinuation: AsyncStream<SocketConnectionState>.Continuation
 
     /// Every state transition (`connecting`, `connected`, `reconnecting`, `closed`). Keeps the
     /// newest 256 if nobody reads it.
     public nonisolated let states: AsyncStream<SocketConnectionState>
+
+    /// The commands accepted by ``send(command:)`` that no connection took, in order, once the
+    /// adapter has ended (reconnection gave up, the policy does not reconnect, or ``close(code:reason:)``
+    /// during an outage); empty while it runs, and again after the next `connect`.
+    ///
+    /// These are the commands queued during an outage
+    /// (``DisconnectedSendPolicy/queue(maxCommands:)``) and those accepted just as a connection
+    /// ended, before its event loop handed them to the socket. A command handed to a socket that
+    /// then failed is not here: like any bytes in flight, the peer may or may not have received
+    /// it. Read it after the stream finished; the count (never the text) is logged as a warning.
+    public internal(set) var undeliveredCommands: [String] = []
 
     /// - Parameters:
     ///   - group: the event loops to use (default: the process-wide shared group).
@@ -114,7 +146,8 @@ public actor SocketAdapter: SocketClient {
         reconnectHook = hook
     }
 
-    private func start(_ endpoint: @escaping @Sendable () async throws(SwitchboardError) -> any SocketEndpoint) async throws(SwitchboardError) {
+    func start(_ endpoint: @escaping @Sendable () async throws(SwitchboardError) -> any SocketEndpoint) async throws(SwitchboardError) {
+        outbox.withLock { $0.connectionChanged(to: nil) }
         if let old = connection {
             connection = nil
             await old.close()
@@ -124,13 +157,16 @@ public actor SocketAdapter: SocketClient {
         userClosed = false
         ended = nil
         queuedCommands = []
+        undeliveredCommands = []
+        outageAttempts = 0
+        _ = outbox.withLock { $0.takeStranded() }
         let makeOptions: @Sendable () async throws(SwitchboardError) -> WebSocketClientOptions = {
             () async throws(SwitchboardError) in try await endpoint().clientOptions()
         }
         self.makeOptions = makeOptions
         stateContinuation.yield(.connecting)
         do {
-            try await install(open(makeOptions()))
+            try await install(open(makeOptions()), acceptingCommands: true)
         } catch {
             ended = (nil, error)
             stateContinuation.yield(.closed(code: nil, reason: "", error: error))
@@ -139,7 +175,7 @@ public actor SocketAdapter: SocketClient {
         stateContinuation.yield(.connected)
     }
 
-    private func open(_ options: WebSocketClientOptions) async throws(SwitchboardError) -> WebSocketConnection {
+    func open(_ options: WebSocketClientOptions) async throws(SwitchboardError) -> WebSocketConnection {
         let group: EventLoopGroup
         if let g = self.group {
             group = g
@@ -157,8 +193,12 @@ public actor SocketAdapter: SocketClient {
         }
     }
 
-    private func install(_ c: WebSocketConnection) async {
+    /// Makes `c` the connection; `acceptingCommands` opens ``send(command:)``'s quick way to it
+    /// (a reconnection opens it after the queued commands).
+    func install(_ c: WebSocketConnection, acceptingCommands: Bool) async {
         connection = c
+        connectedAt = .now
+        if acceptingCommands { outbox.withLock { $0.connectionChanged(to: c) } }
         await c.onClose { [weak self] _ in
             Task { await self?.connectionEnded(c) }
         }
@@ -167,7 +207,7 @@ public actor SocketAdapter: SocketClient {
     // MARK: Receiving
 
     /// The next lines of the current connection, in batches (``WebSocketConnection/nextLines()``).
-    private func nextLines() async -> [Data]? {
+    func nextLines() async -> [Data]? {
         while let c = await currentOrNextConnection() {
             if let lines = await c.nextLines() { return lines }
             guard await waitForReplacement(of: c) else { return nil }
@@ -175,7 +215,7 @@ public actor SocketAdapter: SocketClient {
         return nil
     }
 
-    private func nextMessage() async -> WebSocketMessage? {
+    func nextMessage() async -> WebSocketMessage? {
         while let c = await currentOrNextConnection() {
             if let m = try? await c.receive() { return m }
             guard await waitForReplacement(of: c) else { return nil }
@@ -184,7 +224,7 @@ public actor SocketAdapter: SocketClient {
     }
 
     /// The open connection, waiting through a reconnection in progress; nil once given up.
-    private func currentOrNextConnection() async -> WebSocketConnection? {
+    func currentOrNextConnection() async -> WebSocketConnection? {
         while connection == nil && reconnecting {
             await withCheckedContinuation { replacementWaiters.append($0) }
         }
@@ -192,101 +232,17 @@ public actor SocketAdapter: SocketClient {
     }
 
     /// After `c` ended: waits until the adapter has a new connection (true) or has given up (false).
-    private func waitForReplacement(of c: WebSocketConnection) async -> Bool {
+    func waitForReplacement(of c: WebSocketConnection) async -> Bool {
         while connection === c || (connection == nil && reconnecting) {
             await withCheckedContinuation { replacementWaiters.append($0) }
         }
         return connection != nil
     }
 
-    private func wakeReplacementWaiters() {
+    func wakeReplacementWaiters() {
         let w = replacementWaiters
         replacementWaiters = []
         for c in w { c.resume() }
-    }
-
-    // MARK: Reconnecting
-
-    private func connectionEnded(_ c: WebSocketConnection) async {
-        guard connection === c else { return }
-        let status = await c.closeStatus
-        let error = await c.error
-        ended = (status, error)
-        let policy = reconnectPolicy
-        guard policy.reconnects, !userClosed,
-              ReconnectPolicy.isTransient(closeCode: status?.code, error: error) else {
-            finish(status: status, error: error)
-            return
-        }
-        logger.info("connection lost, reconnecting", metadata: ["connection": "\(c.id)",
-                                                                "code": "\(status?.code.rawValue ?? 1006)",
-                                                                "error": "\(error.map { "\($0)" } ?? "none")"])
-        connection = nil
-        reconnecting = true
-        wakeReplacementWaiters()
-        reconnectTask = Task { await self.reconnectLoop(policy) }
-    }
-
-    private func reconnectLoop(_ policy: ReconnectPolicy) async {
-        var attempt = 0
-        var lastError: SwitchboardError? = ended?.error
-        while true {
-            attempt += 1
-            if let max = policy.maxAttempts, attempt > max {
-                logger.warning("giving up reconnecting", metadata: ["attempts": "\(attempt - 1)",
-                                                                     "error": "\(lastError.map { "\($0)" } ?? "none")"])
-                finish(status: ended?.status, error: lastError)
-                return
-            }
-            let delay = policy.delay(forAttempt: attempt, using: &rng)
-            stateContinuation.yield(.reconnecting(attempt: attempt, delay: delay))
-            try? await Task.sleep(for: delay)
-            guard !userClosed, !Task.isCancelled, let makeOptions else {
-                finish(status: ended?.status, error: lastError)
-                return
-            }
-            stateContinuation.yield(.connecting)
-            do {
-                let c = try await open(makeOptions())
-                guard !userClosed else {
-                    await c.close(code: .goingAway)
-                    finish(status: ended?.status, error: lastError)
-                    return
-                }
-                await install(c)
-                reconnecting = false
-                stateContinuation.yield(.connected)
-                logger.info("reconnected", metadata: ["connection": "\(c.id)", "attempt": "\(attempt)"])
-                if let hook = reconnectHook {
-                    do {
-                        try await hook(self)
-                    } catch {
-                        logger.warning("onReconnect hook failed", metadata: ["error": "\(error)"])
-                    }
-                }
-                let queued = queuedCommands
-                queuedCommands = []
-                for text in queued { try? await c.send(text: text) }
-                wakeReplacementWaiters()
-                return
-            } catch {
-                lastError = error
-                if !ReconnectPolicy.isTransient(closeCode: nil, error: error) {
-                    ended = (ended?.status, error)
-                    finish(status: ended?.status, error: error)
-                    return
-                }
-            }
-        }
-    }
-
-    private func finish(status: WebSocketCloseStatus?, error: SwitchboardError?) {
-        connection = nil
-        reconnecting = false
-        queuedCommands = []
-        ended = (status, error)
-        stateContinuation.yield(.closed(code: status?.code, reason: status?.reason ?? "", error: error))
-        wakeReplacementWaiters()
     }
 
     // MARK: Sending
@@ -302,8 +258,11 @@ public actor SocketAdapter: SocketClient {
     /// the loop gets to them), in order. While the connection's outbound queue is above its
     /// high-water mark, or more than 256 KiB (`CommandOutbox.limit`) bytes of commands wait for the
     /// loop, `send` waits for room instead, as ``WebSocketConnection/send(text:compress:)`` does. A
-    /// command accepted just as the connection closes is dropped with it, like bytes in flight;
-    /// the following `send` throws.
+    /// command accepted just as the connection closes, before its loop handed it to the socket,
+    /// is sent first on the next connection (when reconnecting) or reported in
+    /// ``undeliveredCommands``; one already handed to the socket is lost with it if the peer did
+    /// not read it, like any bytes in flight. After a reconnect, `send` waits until the
+    /// ``onReconnect(_:)`` hook ran and the commands queued during the outage were sent.
     public nonisolated func send(command: some SocketCommand) async throws(SwitchboardError) {
         let line = command.line
         switch outbox.withLock({ $0.offer(line) }) {
@@ -313,6 +272,12 @@ public actor SocketAdapter: SocketClient {
             connection.loop.execute { [outbox] in
                 let batch = outbox.withLock { $0.takeBatch() }
                 connection.assumeIsolated { c in
+                    // Closed before this job ran: nothing of the batch was sent. The adapter
+                    // sends it first on the next connection, or reports it.
+                    guard c.isOpen else {
+                        outbox.withLock { $0.strand(batch) }
+                        return
+                    }
                     let writable = c.queueTexts(batch)
                     outbox.withLock { $0.drained(writable: writable) }
                 }
@@ -322,7 +287,16 @@ public actor SocketAdapter: SocketClient {
         }
     }
 
-    private func sendWaitingForRoom(_ line: String) async throws(SwitchboardError) {
+    func sendWaitingForRoom(_ line: String) async throws(SwitchboardError) {
+        // After a reconnect, the hook's commands and then the queued ones go first.
+        while replayingConnection != nil, !Self.inReconnectHook {
+            await withCheckedContinuation { replayWaiters.append($0) }
+        }
+        // A connection that just ended: once the adapter decided what follows (reconnect or
+        // not), the command is queued or refused accordingly, not refused meanwhile.
+        if reconnectPolicy.reconnects, let c = connection, await !c.isOpen {
+            while connection === c { await withCheckedContinuation { replacementWaiters.append($0) } }
+        }
         if connection == nil, reconnecting, case .queue(let max) = reconnectPolicy.whileDisconnected {
             guard queuedCommands.count < max else {
                 throw .limitExceeded("\(max) commands already queued while reconnecting", closeCode: .tryAgainLater)
@@ -350,7 +324,7 @@ public actor SocketAdapter: SocketClient {
         try await requireConnection().ping(payload)
     }
 
-    private func requireConnection() async throws(SwitchboardError) -> WebSocketConnection {
+    func requireConnection() async throws(SwitchboardError) -> WebSocketConnection {
         guard let c = connection, await c.isOpen else { throw .notConnected }
         return c
     }

@@ -33,17 +33,18 @@ public struct WebSocketURLEndpoint: SocketEndpoint {
     ///
     /// - Throws: ``SwitchboardError`` of kind `.invalidArgument` for a scheme other than `ws`
     ///   or `wss`, a missing host, or a fragment. The message shows the URL with secret query
-    ///   values redacted.
+    ///   values and any password redacted (`URLRedaction.redactingUnparsed`, so that a password
+    ///   with an unencoded `/` or `@` is hidden whole too).
     public init(url: String, headers: [(name: String, value: String)] = [], tls: TLSConfiguration = .default,
                 subprotocols: [String] = [], origin: String? = nil, connectTimeout: Duration = .seconds(10),
                 configuration: WebSocketConfiguration = .default,
                 proxy: ProxyConfiguration = .none) throws(SwitchboardError) {
         guard let components = URLComponents(string: url), let schemeText = components.scheme?.lowercased(),
               let scheme = SocketScheme(rawValue: schemeText) else {
-            throw .invalidArgument("not a ws:// or wss:// URL: \(URLRedaction.redacting(url))")
+            throw .invalidArgument("not a ws:// or wss:// URL: \(URLRedaction.redactingUnparsed(url))")
         }
         guard let host = components.host, !host.isEmpty else {
-            throw .invalidArgument("URL has no host: \(URLRedaction.redacting(url))")
+            throw .invalidArgument("URL has no host: \(URLRedaction.redactingUnparsed(url))")
         }
         guard components.fragment == nil else { throw .invalidArgument("WebSocket URLs cannot have a fragment") }
         self.scheme = scheme

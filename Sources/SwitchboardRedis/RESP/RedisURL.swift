@@ -1,3 +1,5 @@
+import SwitchboardCore
+
 /// Where a Redis server is: `redis://[[username][:password]@]host[:port][/database]`, or
 /// `rediss://…` for TLS. Its `description`, `debugDescription` and mirror never show the password.
 public struct RedisURL: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
@@ -26,6 +28,11 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible, CustomDebu
     }
 
     /// Parses `redis://…` or `rediss://…`. Errors never contain the password.
+    ///
+    /// The user info ends at the last `@`: a Redis URL has no other use for one (a database is
+    /// digits, and queries are refused), so a password pasted without percent-encoding its `/`,
+    /// `@`, `:`, `?` or `#` is still taken whole, and never mistaken for the host, port or
+    /// database that an error message quotes. `%XX` escapes are decoded.
     public init(_ string: String) throws(RedisURLError) {
         guard let colon = string.firstIndex(of: ":"), string[colon...].hasPrefix("://") else {
             throw .invalid("missing scheme: expected redis:// or rediss://")
@@ -37,18 +44,13 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible, CustomDebu
         case "rediss": useTLS = true
         default: throw .invalid("unsupported scheme \"\(scheme)\": expected redis:// or rediss://")
         }
-        if rest.contains("?") || rest.contains("#") { throw .invalid("query strings and fragments are not supported") }
-        var authority = rest
-        var path: Substring = ""
-        if let slash = rest.firstIndex(of: "/") {
-            authority = rest[..<slash]
-            path = rest[rest.index(after: slash)...]
-        }
+        // Everything before the last `@` is user info, and only that part may hold the password.
+        var location = rest
         username = nil
         password = nil
-        if let at = authority.lastIndex(of: "@") {
-            let userinfo = authority[..<at]
-            authority = authority[authority.index(after: at)...]
+        if let at = rest.lastIndex(of: "@") {
+            let userinfo = rest[..<at]
+            location = rest[rest.index(after: at)...]
             if let colon = userinfo.firstIndex(of: ":") {
                 let user = userinfo[..<colon]
                 username = user.isEmpty ? nil : try Self.percentDecoded(user, what: "user name")
@@ -56,6 +58,13 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible, CustomDebu
             } else if !userinfo.isEmpty {
                 username = try Self.percentDecoded(userinfo, what: "user name")
             }
+        }
+        if location.contains("?") || location.contains("#") { throw .invalid("query strings and fragments are not supported") }
+        var authority = location
+        var path: Substring = ""
+        if let slash = location.firstIndex(of: "/") {
+            authority = location[..<slash]
+            path = location[location.index(after: slash)...]
         }
         var portText: Substring?
         if authority.hasPrefix("[") {
@@ -118,11 +127,12 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible, CustomDebu
         }
     }
 
-    /// The URL with the password replaced by `<redacted>`.
+    /// The URL with the password replaced by `<redacted>` (`URLRedaction.placeholder`, as in
+    /// every URL the project prints).
     public var description: String {
         var userinfo = ""
         if username != nil || password != nil {
-            userinfo = (username ?? "") + (password == nil ? "" : ":<redacted>") + "@"
+            userinfo = (username ?? "") + (password == nil ? "" : ":" + URLRedaction.placeholder) + "@"
         }
         let shownHost = host.contains(":") ? "[\(host)]" : host
         return "\(useTLS ? "rediss" : "redis")://\(userinfo)\(shownHost):\(port)/\(database)"
@@ -135,7 +145,9 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible, CustomDebu
     }
 }
 
-/// A Redis URL that cannot be used. The message never contains the password.
+/// A Redis URL that cannot be used. The message never contains the password, nor any part of
+/// it: it quotes only the scheme, host, port or database, which come before the first `:` or
+/// after the last `@`.
 public enum RedisURLError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What is wrong with it.
     case invalid(String)
