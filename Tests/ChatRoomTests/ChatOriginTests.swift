@@ -59,4 +59,18 @@ import SwitchboardTestSupport
         #expect(other.status == 403, "\(other.head)")
         #expect(await server.stop() == 0)
     }
+
+    @Test func oneAddressCannotHoldMoreThanItsCap() async throws {
+        let server = try await Self.start(["--max-connections-per-address", "2"])
+        defer { server.child.signal(SIGKILL) }
+        let alice = try await TestPeer.connect("alice", url: server.wsURL)
+        let bob = try await TestPeer.connect("bob", url: server.wsURL)
+        let third = try await RawHTTP.exchange(port: server.port, RawHTTP.upgradeRequest(
+            path: "/v1/ws", host: "127.0.0.1:\(server.port)", origin: nil))
+        #expect(third.status == 429, "\(third.head)")
+        #expect(third.body.contains("too_many_connections"), "\(third.body)")
+        await alice.close()
+        await bob.close()
+        #expect(await server.stop() == 0)
+    }
 }

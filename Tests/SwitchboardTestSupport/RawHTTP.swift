@@ -72,6 +72,9 @@ package enum RawHTTP {
         while true {
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n < 0, errno == EINTR { continue }
+            // A server that answers before reading the request (a refusal at accept) closes with
+            // the request unread, which resets the connection after its answer.
+            if n < 0, errno == ECONNRESET, !received.isEmpty { break }
             if n < 0 { throw Failure(description: "recv: errno \(errno) after \(received.count) bytes") }
             if n == 0 { break }
             received += chunk[0..<n]
