@@ -12,7 +12,9 @@ import Glibc
 /// - runs `/bin/sh -c "exec <command>"`;
 /// - writes the prompt to its stdin as one line `{"type":"message","data":{"content","model"}}`
 ///   and keeps stdin open for the turn: the client's answers to the process's
-///   `permission_request` lines are forwarded as `{"type":"permission",…}` lines;
+///   `permission_request` lines are forwarded as `{"type":"permission",…}` lines. Writes never
+///   block a thread (``StdinWriter``): a process that does not read its stdin cannot stall the
+///   cooperative pool;
 /// - every stdout line that is a JSON event is sent to the client verbatim (lines are
 ///   reassembled with `LineBuffer`, so they may arrive in any number of writes); other lines are
 ///   logged and dropped; stderr is logged;
@@ -27,6 +29,12 @@ struct CommandAgent: Agent {
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "exec \(command)"]
         let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
+        // Out of descriptors, Foundation's Pipe holds -1 (it cannot throw), and running the
+        // process with it would crash: the turn fails instead.
+        for pipe in [stdin, stdout, stderr]
+        where pipe.fileHandleForReading.fileDescriptor < 0 || pipe.fileHandleForWriting.fileDescriptor < 0 {
+            throw AgentCommandError.noDescriptors
+        }
         process.standardInput = stdin
         process.standardOutput = stdout
         process.standardError = stderr
@@ -35,9 +43,16 @@ struct CommandAgent: Agent {
         Task.detached {
             for await line in errorLines.stream { log("agent stderr: \(String(decoding: line, as: UTF8.self))") }
         }
+        // A turn cancelled before its process started (its session ended or was evicted
+        // meanwhile) starts none.
+        try Task.checkCancellation()
         try process.run()
         let pid = process.processIdentifier
-        let input = StdinWriter(stdin.fileHandleForWriting)
+        // Our own copy of stdin's write end (close-on-exec, so no later child inherits it and
+        // keeps the pipe open), written without blocking; the Pipe's handle is closed now.
+        let writeEnd = fcntl(stdin.fileHandleForWriting.fileDescriptor, F_DUPFD_CLOEXEC, 0)
+        try? stdin.fileHandleForWriting.close()
+        let input = StdinWriter(fd: writeEnd)
         input.write(ChannelCommand.message(content: prompt, model: model).line)
 
         var sawResult = false
@@ -134,23 +149,14 @@ final class PipeLines: Sendable {
     }
 }
 
-/// The process's stdin; writes after it closed (or the process exited) are ignored.
-final class StdinWriter: Sendable {
-    private let handle: Mutex<FileHandle?>
+/// Why an agent command could not be started.
+enum AgentCommandError: Error, CustomStringConvertible {
+    /// No file descriptors left for its pipes.
+    case noDescriptors
 
-    init(_ handle: FileHandle) { self.handle = Mutex(handle) }
-
-    func write(_ text: String) {
-        handle.withLock { h in
-            guard let h else { return }
-            do { try h.write(contentsOf: Data(text.utf8)) } catch { }
-        }
-    }
-
-    func close() {
-        handle.withLock { h in
-            try? h?.close()
-            h = nil
+    var description: String {
+        switch self {
+        case .noDescriptors: "cannot start the agent command: no file descriptors left"
         }
     }
 }
