@@ -47,6 +47,7 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         signal(SIGPIPE, SIG_IGN)
+        raiseDescriptorLimit()
         var logger = Logger(label: "agent-stream")
         logger.logLevel = .warning
         var config = WebSocketServerConfiguration(host: host, port: port)
@@ -155,6 +156,19 @@ struct Serve: AsyncParsableCommand {
         }
         defer { announce.cancel() }
         try await runUntilSignal(server, logger: server.logger)
+    }
+
+    /// Raises the soft limit on open descriptors to the hard one: each session may hold a socket
+    /// and three pipes to its agent process, so the usual soft limit of 1,024 runs out below
+    /// 256 sessions (a turn then fails with `agent_error`, and accepts fail until some close).
+    private func raiseDescriptorLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        let wanted = limit.rlim_max
+        limit.rlim_cur = wanted
+        if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) != 0 {
+            log("could not raise the open file limit to \(wanted)")
+        }
     }
 
     /// The refusal of a new session beyond a cap: `status` with the JSON error body (code

@@ -159,6 +159,27 @@ struct SessionCapTests {
         print("\(total) abandoned sessions, cap \(cap): at most \(most) agent processes seen; \(stats)")
     }
 
+    /// Prompts larger than a pipe holds, to agents that never read their stdin: the writes wait
+    /// without holding a thread, so the server still answers everyone else (a blocking write
+    /// held a cooperative thread per such turn: with as many turns as threads, nothing ran).
+    @Test func anAgentThatDoesNotReadItsPromptBlocksNothing() async throws {
+        let server = try await AgentServerProcess(["--agent-command", "sleep 30", "--max-sessions-per-client", "0"])
+        let prompt = String(repeating: "p", count: 300_000)   // a pipe holds 64 KiB
+        var stuck: [Channel] = []
+        for i in 0..<16 {
+            let channel = try await Channel.connect(try server.endpoint(session: "stuck-\(i)"))
+            try await channel.send(.message(content: prompt))
+            stuck.append(channel)
+        }
+        #expect(await waitUntil { agentProcesses(of: server.pid).count == 16 })
+        let answer = try await withChannel(try server.endpoint(session: "other")) { channel in
+            try await channel.send(.cancel)
+            return await readEvents(channel, timeout: .seconds(30)) { _ in true }
+        }
+        #expect(answer == [.system(message: "no turn is running")])
+        for channel in stuck { await channel.close() }
+    }
+
     /// A client's sessions share a message rate (5× the session's): new sessions do not buy
     /// new messages.
     @Test func aClientsSessionsShareItsMessageRate() async throws {
