@@ -12,10 +12,22 @@ with JSON event lines on stdout. The prompt selects the scenario:
 """
 import json
 import os
+import signal
 import sys
 import time
 
 out = sys.stdout.buffer
+
+
+def on_sigterm(signum, frame):
+    sys.stderr.write("fake agent got SIGTERM\n")
+    sys.stderr.flush()
+    sys.exit(0)
+
+
+# A SIGTERM (the server's first step in ending a turn) is reported, so a test can tell it
+# arrived rather than the SIGKILL that follows.
+signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def emit(obj):
