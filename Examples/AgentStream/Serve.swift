@@ -37,7 +37,9 @@ struct Serve: AsyncParsableCommand {
 
     func validate() throws {
         if port < 0 || port > 65535 { throw ValidationError("--port must be 0...65535") }
-        if rate <= 0 || burst < 1 { throw ValidationError("--rate must be > 0 and --burst >= 1") }
+        if !(rate > 0 && rate <= 1_000_000) || burst < 1 || burst > 1_000_000 {
+            throw ValidationError("--rate must be > 0 and at most 1000000, --burst 1...1000000")
+        }
         if let token, token.isEmpty { throw ValidationError("--token must not be empty") }
         if !(resumeGrace >= 0 && resumeGrace <= 86_400) { throw ValidationError("--resume-grace must be 0...86400 seconds") }
         if resumeBuffer < 1 || resumeBuffer > 1_000_000 { throw ValidationError("--resume-buffer must be 1...1000000 events") }
