@@ -328,7 +328,7 @@ actor AgentSession {
             if let id {
                 // Sent again after a reconnect: it ran (or was refused) already.
                 guard ranMessageIDs.insert(id) else {
-                    log("session \(shownID): message \(id) already received, not run again")
+                    log("session \(shownID): message \(TerminalText.inline(id)) already received, not run again")
                     return
                 }
             }

@@ -1,4 +1,5 @@
 import Foundation
+import ExampleSupport
 import Switchboard
 import SwitchboardCore
 import SwitchboardChannel
@@ -41,7 +42,10 @@ struct CommandAgent: Agent {
         let lines = PipeLines(stdout.fileHandleForReading, label: "stdout")
         let errorLines = PipeLines(stderr.fileHandleForReading, label: "stderr")
         Task.detached {
-            for await line in errorLines.stream { log("agent stderr: \(String(decoding: line, as: UTF8.self))") }
+            for await line in errorLines.stream {
+                // The agent's text may echo the prompt: escaped like every peer's text.
+                log("agent stderr: \(TerminalText.inline(String(decoding: line, as: UTF8.self), maxLength: 1000))")
+            }
         }
         // A turn cancelled before its process started (its session ended or was evicted
         // meanwhile) starts none.
@@ -62,7 +66,7 @@ struct CommandAgent: Agent {
                     let event = ChannelEvent(line: Data(raw))
                     switch event {
                     case .decodingFailed(let line, let reason):
-                        log("agent stdout (\(reason)), dropped: \(line.prefix(200))")
+                        log("agent stdout (\(reason)), dropped: \(TerminalText.inline(line, maxLength: 200))")
                         continue
                     case .permissionRequest(let id, let name, let toolInput):
                         group.addTask {

@@ -30,16 +30,20 @@ struct TokenAndTextTests {
         #expect(!server.stderr.contains("env-token"), "the token was logged")
     }
 
-    /// Session ids reach the log escaped and cut: an id carrying an escape sequence and a
+    /// Session ids (and message ids) reach the log escaped and cut: an id carrying an escape sequence and a
     /// newline cannot recolour the log or forge a line of it.
     @Test func sessionIDsAreLoggedEscaped() async throws {
         let server = try await AgentServerProcess()
         let hostile = "x\u{1b}[31mred\nagent-stream: session forged opened" + String(repeating: "y", count: 5000)
         try await withChannel(try server.endpoint(session: hostile)) { channel in
+            // A message id is the client's too: the repeated one is logged, escaped.
+            try await channel.send(.message(content: "hi", id: "m\u{1b}[2J"))
+            try await channel.send(.message(content: "hi", id: "m\u{1b}[2J"))
             try await channel.send(.cancel)
-            _ = await readEvents(channel) { _ in true }
+            _ = await readEvents(channel) { $0.resultSubtype == .cancelled }
         }
         #expect(await server.waitForLog("closed"))
+        #expect(await server.waitForLog(#"message m\x1b[2J already received"#))
         let log = server.stderr
         #expect(!log.contains("\u{1b}"), "raw escape in the log")
         #expect(!log.contains("\nagent-stream: session forged"), "a forged log line")
