@@ -1,4 +1,5 @@
 import Foundation
+import ExampleSupport
 import Switchboard
 import SwitchboardCore
 import SwitchboardChannel
@@ -27,6 +28,11 @@ struct TokenBucket: Sendable {
             return nil
         }
         return ((1 - tokens) / rate * 1000).rounded(.up) / 1000
+    }
+
+    /// Gives back a token taken for a message that another bucket then refused.
+    mutating func refund() {
+        tokens = min(burst, tokens + 1)
     }
 }
 
@@ -60,14 +66,39 @@ actor AgentSession {
     }
 
     /// The connection being served, and its writer's wake-up.
+    ///
+    /// The waiter is resumed only by ``wake()``, which takes it first: a continuation resumed
+    /// twice kills the process (`SWIFT TASK CONTINUATION MISUSE`), so no other code touches it.
     private struct Attachment {
         let id: UInt64
         let connection: WebSocketConnection
-        var waiter: CheckedContinuation<Void, Never>?
+        /// The writer suspended in `nextBatch`, waiting for something to send.
+        private var waiter: CheckedContinuation<Void, Never>?
         /// The last `seq` its writer sent.
         var sent: UInt64
         /// Too slow for the log's bound: nothing more is sent from the log.
         var overrun = Overrun.none
+
+        init(id: UInt64, connection: WebSocketConnection, sent: UInt64) {
+            self.id = id
+            self.connection = connection
+            self.sent = sent
+        }
+
+        /// Wakes the writer if it waits (once: the waiter is taken before it is resumed).
+        mutating func wake() {
+            let waiting = waiter
+            waiter = nil
+            waiting?.resume()
+        }
+
+        /// Parks the writer until the next ``wake()``. A writer already waiting is woken first
+        /// (there is one writer per attachment, so this does not happen; it keeps the
+        /// continuation from leaking if it ever did).
+        mutating func park(_ continuation: CheckedContinuation<Void, Never>) {
+            wake()
+            waiter = continuation
+        }
     }
 
     /// Where a connection too slow for the log's bound is in being closed.
@@ -93,12 +124,16 @@ actor AgentSession {
     }
 
     let sessionID: String
+    /// The id as logged: escaped and cut (``TerminalText/inline(_:maxLength:)``), never raw.
+    private let shownID: String
     /// The bearer token the session was opened with (nil: none); never logged.
     let identity: String?
     private let agent: any Agent
     private let limits: SessionLimits
     private let onExpired: @Sendable (AgentSession) -> Void
     private var limiter: TokenBucket
+    /// The client's bucket, shared by its sessions (nil: per-client limits are off).
+    private let clientLimiter: ClientRateLimiter?
     private var generation: UInt64 = 0
     private var active: ActiveTurn?
     private var turnCount = 0
@@ -116,9 +151,12 @@ actor AgentSession {
     private var answeredToolUses = RecentIDs(capacity: 64)
     private(set) var ended = false
 
-    init(sessionID: String, identity: String?, agent: any Agent, rate: Double, burst: Int, limits: SessionLimits,
+    init(sessionID: String, identity: String?, agent: any Agent, rate: Double, burst: Int,
+         clientLimiter: ClientRateLimiter? = nil, limits: SessionLimits,
          onExpired: @escaping @Sendable (AgentSession) -> Void) {
         self.sessionID = sessionID
+        self.shownID = TerminalText.inline(sessionID)
+        self.clientLimiter = clientLimiter
         self.identity = identity
         self.agent = agent
         self.limits = limits
@@ -143,19 +181,19 @@ actor AgentSession {
         }
         detach(id)
         await writer.value
-        let status = await connection.closeStatus
-        log("session \(sessionID) closed: \(status.map { "\($0.code.rawValue)" } ?? "unknown")")
         return true
     }
 
     private func attach(_ connection: WebSocketConnection, lastSequence: UInt64?, resumeFailure: String?) -> UInt64 {
         attachments &+= 1
         let id = attachments
-        if let old = attachment {
-            old.waiter?.resume()
+        if var old = attachment {
+            // Its writer stops (it finds another attachment, or none); nothing may wake it again.
+            old.wake()
+            attachment = nil
             let replaced = old.connection
             Task { await replaced.close(code: .policyViolation, reason: "replaced") }
-            log("session \(sessionID) taken over by a new connection")
+            log("session \(shownID) taken over by a new connection")
         }
         graceTimer?.cancel()
         graceTimer = nil
@@ -175,13 +213,13 @@ actor AgentSession {
             start = append(line)
             resend.insert(Self.numbered(line, start), at: 0)
         }
-        attachment = Attachment(id: id, connection: connection, waiter: nil, sent: start)
+        attachment = Attachment(id: id, connection: connection, sent: start)
         return id
     }
 
     private func detach(_ id: UInt64) {
         guard attachment?.id == id else { return }
-        attachment?.waiter?.resume()
+        attachment?.wake()
         attachment = nil
         resend = []
         let grace = limits.grace
@@ -195,9 +233,27 @@ actor AgentSession {
     private func expireIfDetached() {
         guard attachment == nil, !ended else { return }
         ended = true
-        log("session \(sessionID) ended: no connection for \(limits.grace)")
+        log("session \(shownID) ended: no connection for \(limits.grace)")
         cancelActive(confirm: false)
         onExpired(self)
+    }
+
+    /// Ends the session at once (the registry evicted it to make room for a new one, and has
+    /// forgotten it already): its turn is cancelled and its agent process killed.
+    func evict() {
+        guard !ended else { return }
+        ended = true
+        graceTimer?.cancel()
+        graceTimer = nil
+        log("session \(shownID) evicted: detached, and the server is at its session cap")
+        cancelActive(confirm: false)
+        if var current = attachment {
+            // Not expected (only detached sessions are evicted): its connection ends too.
+            current.wake()
+            attachment = nil
+            let connection = current.connection
+            Task { await connection.close(code: .tryAgainLater, reason: "session evicted") }
+        }
     }
 
     /// The writer of attachment `id`: sends from the log in order until the attachment ends.
@@ -250,7 +306,10 @@ actor AgentSession {
                     return .overrun
                 }
             }
-            await withCheckedContinuation { attachment?.waiter = $0 }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                // Checked above in this same actor step: the attachment is still this writer's.
+                if attachment?.id == id { attachment?.park(continuation) } else { continuation.resume() }
+            }
         }
     }
 
@@ -269,11 +328,17 @@ actor AgentSession {
             if let id {
                 // Sent again after a reconnect: it ran (or was refused) already.
                 guard ranMessageIDs.insert(id) else {
-                    log("session \(sessionID): message \(id) already received, not run again")
+                    log("session \(shownID): message \(TerminalText.inline(id)) already received, not run again")
                     return
                 }
             }
+            // Both the session's bucket and its client's (all its sessions together).
             if let retryAfter = limiter.take() {
+                send(.rateLimited(retryAfter: retryAfter))
+                return
+            }
+            if let retryAfter = clientLimiter?.take() {
+                limiter.refund()
                 send(.rateLimited(retryAfter: retryAfter))
                 return
             }
@@ -326,7 +391,7 @@ actor AgentSession {
     private func turnEnded(_ generation: UInt64) {
         guard let turn = active, turn.generation == generation else { return }
         active = nil
-        log("session \(sessionID): turn \(turn.number) finished")
+        log("session \(shownID): turn \(turn.number) finished")
     }
 
     /// Ends the running turn at once: bumps the generation (its later events are dropped),
@@ -357,10 +422,7 @@ actor AgentSession {
         let sequence = events.lastSequence + 1
         let numbered = Self.numbered(line, sequence)
         events.append(numbered, bytes: numbered.utf8.count, now: .now)
-        if let waiter = attachment?.waiter {
-            attachment?.waiter = nil
-            waiter.resume()
-        }
+        attachment?.wake()
         // The buffer dropped an event the writer had not sent: the connection is closed (the
         // client resumes, or is told what it lost).
         if let current = attachment, current.overrun == .none, current.sent < events.lastSequence - UInt64(events.count) {
@@ -378,7 +440,7 @@ actor AgentSession {
     }
 
     private func closeTooSlow(_ connection: WebSocketConnection) {
-        log("session \(sessionID): client too slow, events dropped from the buffer before being sent")
+        log("session \(shownID): client too slow, events dropped from the buffer before being sent")
         Task { await connection.close(code: .tryAgainLater, reason: "event buffer exceeded") }
     }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Dispatch
+import ExampleSupport
 import Foundation
 import Switchboard
 import SwitchboardCore
@@ -16,7 +17,7 @@ struct Ask: AsyncParsableCommand {
 
     @Option(help: "Server base URL (host only), e.g. ws://127.0.0.1:8090") var url = "ws://127.0.0.1:8090"
     @Option(help: "Session id (default: a new UUID).") var session: String?
-    @Option(help: "Bearer token.") var token: String?
+    @Option(help: "Bearer token. Default: $AGENT_TOKEN (keeps it out of ps).") var token: String?
     @Option(help: "Model to ask for.") var model: String?
     @Flag(help: "Answer every permission request with allow once.") var autoAllow = false
     @Flag(help: "End when the connection is lost instead of reconnecting and resuming the turn.")
@@ -26,6 +27,7 @@ struct Ask: AsyncParsableCommand {
     func run() async throws {
         let endpoint: ChannelEndpoint
         do {
+            let token = self.token ?? ProcessInfo.processInfo.environment["AGENT_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
             endpoint = try ChannelEndpoint(baseURL: url, sessionID: session ?? UUID().uuidString, token: token)
         } catch {
             throw ValidationError("\(error)")
@@ -42,9 +44,9 @@ struct Ask: AsyncParsableCommand {
             }
         } catch let error as SwitchboardError {
             if error.httpStatus == 401 {
-                log("unauthorized: check --token")
+                log("unauthorized: check --token or $AGENT_TOKEN")
             } else {
-                log("\(error)")
+                log(TerminalText.escaped("\(error)"))
             }
             throw ExitCode(1)
         }
@@ -89,13 +91,13 @@ struct Ask: AsyncParsableCommand {
         }
         out("\n")
         if interrupt.fired { return .cancelled }
-        log("connection ended before the turn finished\(await channel.lastError.map { ": \($0)" } ?? "")")
+        log(TerminalText.escaped("connection ended before the turn finished\(await channel.lastError.map { ": \($0)" } ?? "")"))
         return nil
     }
 
     private func askUser(name: String, input: JSONValue) async -> PermissionDecision {
         while true {
-            out("  Allow \(name)? [a] allow once  [A] always allow  [d] deny: ")
+            out("  Allow \(TerminalText.escaped(name))? [a] allow once  [A] always allow  [d] deny: ")
             let answer = await readLineAsync()
             switch answer?.trimmingCharacters(in: .whitespaces) {
             case "a": return .allowOnce
@@ -114,7 +116,9 @@ struct Ask: AsyncParsableCommand {
     }
 }
 
-/// Renders events as they arrive: inline text, tool cards, a summary line.
+/// Renders events as they arrive: inline text, tool cards, a summary line. Everything the
+/// server sent is shown through ``TerminalText/escaped(_:)``: control characters other than tab
+/// and newline appear as `\x1b`-style escapes, so an agent cannot drive the terminal.
 final class Renderer: @unchecked Sendable {
     // Safety: used from one task only.
     private var midLine = false
@@ -122,50 +126,55 @@ final class Renderer: @unchecked Sendable {
     func render(_ event: ChannelEvent) {
         switch event {
         case .partial(let text):
-            out(text)
+            show(text)
             midLine = true
         case .assistant:
             break
         case .toolUse(let id, let name, let input):
             newline()
-            out("┌─ tool \(name) [\(id)] \(input.jsonText)\n")
+            show("┌─ tool \(name) [\(id)] \(input.jsonText)\n")
         case .toolProgress(_, let elapsed):
-            out("│  running… \(String(format: "%.2f", elapsed)) s\n")
+            show("│  running… \(String(format: "%.2f", elapsed)) s\n")
         case .toolResult(_, let content, let isError):
             let first = content.split(separator: "\n").map(String.init).joined(separator: ", ")
-            out("└─ \(isError ? "✗ error" : "✓ done"): \(first)\n")
+            show("└─ \(isError ? "✗ error" : "✓ done"): \(first)\n")
         case .permissionRequest(let id, let name, let input):
             newline()
-            out("? permission requested for \(name) [\(id)] \(input.jsonText)\n")
+            show("? permission requested for \(name) [\(id)] \(input.jsonText)\n")
         case .response(_, let tokens):
             newline()
-            out("(\(tokens) tokens)\n")
+            show("(\(tokens) tokens)\n")
         case .result(let turns, let ms, let cost, let subtype):
             newline()
-            out("— \(subtype) · turn \(turns) · \(ms) ms · $\(String(format: "%.4f", cost))\n")
+            show("— \(subtype) · turn \(turns) · \(ms) ms · $\(String(format: "%.4f", cost))\n")
         case .system(let message):
             newline()
-            out("[system] \(message)\n")
+            show("[system] \(message)\n")
         case .resumeFailed(let reason):
             newline()
-            out("[resume failed: \(reason)] events of this session were lost\n")
+            show("[resume failed: \(reason)] events of this session were lost\n")
         case .error(let message, let type, _, _):
             newline()
-            out("[error\(type.map { " \($0)" } ?? "")] \(message)\n")
+            show("[error\(type.map { " \($0)" } ?? "")] \(message)\n")
         case .rateLimited(let retryAfter):
             newline()
-            out("[rate limited] retry after \(retryAfter) s\n")
+            show("[rate limited] retry after \(retryAfter) s\n")
         case .unknown(let type, _):
             newline()
-            out("[unknown event \(type)]\n")
+            show("[unknown event \(type)]\n")
         case .decodingFailed(let raw, let reason):
             newline()
-            out("[undecodable line: \(reason)] \(raw.prefix(120))\n")
+            show("[undecodable line: \(reason)] \(raw.prefix(120))\n")
         }
     }
 
+    /// Prints `text`, control characters escaped (the renderer's own text has none but `\n`).
+    private func show(_ text: String) {
+        out(TerminalText.escaped(text))
+    }
+
     private func newline() {
-        if midLine { out("\n") }
+        if midLine { show("\n") }
         midLine = false
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import ExampleSupport
 import Switchboard
 import SwitchboardCore
 import SwitchboardChannel
@@ -12,7 +13,9 @@ import Glibc
 /// - runs `/bin/sh -c "exec <command>"`;
 /// - writes the prompt to its stdin as one line `{"type":"message","data":{"content","model"}}`
 ///   and keeps stdin open for the turn: the client's answers to the process's
-///   `permission_request` lines are forwarded as `{"type":"permission",…}` lines;
+///   `permission_request` lines are forwarded as `{"type":"permission",…}` lines. Writes never
+///   block a thread (``StdinWriter``): a process that does not read its stdin cannot stall the
+///   cooperative pool;
 /// - every stdout line that is a JSON event is sent to the client verbatim (lines are
 ///   reassembled with `LineBuffer`, so they may arrive in any number of writes); other lines are
 ///   logged and dropped; stderr is logged;
@@ -27,17 +30,33 @@ struct CommandAgent: Agent {
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "exec \(command)"]
         let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
+        // Out of descriptors, Foundation's Pipe holds -1 (it cannot throw), and running the
+        // process with it would crash: the turn fails instead.
+        for pipe in [stdin, stdout, stderr]
+        where pipe.fileHandleForReading.fileDescriptor < 0 || pipe.fileHandleForWriting.fileDescriptor < 0 {
+            throw AgentCommandError.noDescriptors
+        }
         process.standardInput = stdin
         process.standardOutput = stdout
         process.standardError = stderr
         let lines = PipeLines(stdout.fileHandleForReading, label: "stdout")
         let errorLines = PipeLines(stderr.fileHandleForReading, label: "stderr")
         Task.detached {
-            for await line in errorLines.stream { log("agent stderr: \(String(decoding: line, as: UTF8.self))") }
+            for await line in errorLines.stream {
+                // The agent's text may echo the prompt: escaped like every peer's text.
+                log("agent stderr: \(TerminalText.inline(String(decoding: line, as: UTF8.self), maxLength: 1000))")
+            }
         }
-        try process.run()
+        // A turn cancelled before its process started (its session ended or was evicted
+        // meanwhile) starts none.
+        try Task.checkCancellation()
+        try Self.spawnWithSignalsUnblocked(process)
         let pid = process.processIdentifier
-        let input = StdinWriter(stdin.fileHandleForWriting)
+        // Our own copy of stdin's write end (close-on-exec, so no later child inherits it and
+        // keeps the pipe open), written without blocking; the Pipe's handle is closed now.
+        let writeEnd = fcntl(stdin.fileHandleForWriting.fileDescriptor, F_DUPFD_CLOEXEC, 0)
+        try? stdin.fileHandleForWriting.close()
+        let input = StdinWriter(fd: writeEnd)
         input.write(ChannelCommand.message(content: prompt, model: model).line)
 
         var sawResult = false
@@ -47,7 +66,7 @@ struct CommandAgent: Agent {
                     let event = ChannelEvent(line: Data(raw))
                     switch event {
                     case .decodingFailed(let line, let reason):
-                        log("agent stdout (\(reason)), dropped: \(line.prefix(200))")
+                        log("agent stdout (\(reason)), dropped: \(TerminalText.inline(line, maxLength: 200))")
                         continue
                     case .permissionRequest(let id, let name, let toolInput):
                         group.addTask {
@@ -89,6 +108,20 @@ struct CommandAgent: Agent {
         }
     }
 
+    /// Starts `process` with no signal blocked. A child inherits its parent thread's signal
+    /// mask, and the threads of the cooperative pool (dispatch workers) block nearly every
+    /// signal: started from one of them, the agent had SIGTERM blocked, so `cancel` could only
+    /// end it with the SIGKILL 300 ms later, leaving it no chance to clean up. The mask is
+    /// cleared for the spawn only; a signal for the server arriving meanwhile may run its
+    /// handler on this thread, as it would on the main thread.
+    static func spawnWithSignalsUnblocked(_ process: Process) throws {
+        var none = sigset_t(), previous = sigset_t()
+        sigemptyset(&none)
+        pthread_sigmask(SIG_SETMASK, &none, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+        try process.run()
+    }
+
     /// SIGTERM now (to the process group too when the child leads one), SIGKILL in 300 ms.
     static func terminate(_ pid: pid_t) {
         guard pid > 0 else { return }
@@ -105,52 +138,67 @@ struct CommandAgent: Agent {
 }
 
 /// A pipe's bytes as lines (split with `LineBuffer`; a final unterminated line is delivered
-/// too). A dedicated thread does blocking reads, so end of file is always seen.
-final class PipeLines: Sendable {
+/// too, and the stream finishes at end of file).
+///
+/// No thread waits on the pipe: the descriptor is non-blocking and a read source on a serial
+/// queue of its own reads what is there (64 KiB a turn) when it is readable. A reader thread per
+/// pipe (two per agent process) put 500 threads in a server at its 256-session cap.
+final class PipeLines: @unchecked Sendable {
+    // Safety: `buffer`, `chunk` and `source` are touched only on `queue`, where the source's
+    // handlers run; `init` sets them up before the source starts.
     let stream: AsyncStream<[UInt8]>
+    private let continuation: AsyncStream<[UInt8]>.Continuation
+    private let queue = DispatchQueue(label: "agent-stream.pipe")
+    private let handle: FileHandle
+    private let label: String
+    private var buffer = LineBuffer(maxLineLength: 4 << 20)
+    private var chunk = [UInt8](repeating: 0, count: 65536)
+    private var source: (any DispatchSourceRead)?
 
     init(_ handle: FileHandle, label: String) {
-        let (stream, continuation) = AsyncStream.makeStream(of: [UInt8].self)
-        self.stream = stream
+        (stream, continuation) = AsyncStream.makeStream(of: [UInt8].self)
+        self.handle = handle
+        self.label = label
         let fd = handle.fileDescriptor
-        Thread.detachNewThread {
-            var buffer = LineBuffer(maxLineLength: 4 << 20)
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            while true {
-                let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-                if n < 0, errno == EINTR { continue }
-                if n <= 0 { break }
-                do {
-                    try buffer.append(Array(chunk[0..<n]))
-                } catch {
-                    log("agent \(label): \(error); line dropped")
-                }
-                while let line = buffer.nextLine() { continuation.yield(line) }
-            }
+        let flags = fcntl(fd, F_GETFL)
+        if flags >= 0 { _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK) }
+        let readable = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+        source = readable
+        readable.setEventHandler { [self] in readAvailable(fd) }
+        // The descriptor is closed once the source no longer watches it.
+        readable.setCancelHandler { [handle] in try? handle.close() }
+        readable.resume()
+    }
+
+    /// One read; end of file (or an error other than "nothing yet") ends the stream.
+    private func readAvailable(_ fd: Int32) {
+        guard let source else { return }
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0, errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK { return }
+        guard n > 0 else {
             if let rest = buffer.finish(), !rest.isEmpty { continuation.yield(rest) }
             continuation.finish()
-            try? handle.close()
+            source.cancel()
+            self.source = nil
+            return
         }
+        do {
+            try buffer.append(Array(chunk[0..<n]))
+        } catch {
+            log("agent \(label): \(error); line dropped")
+        }
+        while let line = buffer.nextLine() { continuation.yield(line) }
     }
 }
 
-/// The process's stdin; writes after it closed (or the process exited) are ignored.
-final class StdinWriter: Sendable {
-    private let handle: Mutex<FileHandle?>
+/// Why an agent command could not be started.
+enum AgentCommandError: Error, CustomStringConvertible {
+    /// No file descriptors left for its pipes.
+    case noDescriptors
 
-    init(_ handle: FileHandle) { self.handle = Mutex(handle) }
-
-    func write(_ text: String) {
-        handle.withLock { h in
-            guard let h else { return }
-            do { try h.write(contentsOf: Data(text.utf8)) } catch { }
-        }
-    }
-
-    func close() {
-        handle.withLock { h in
-            try? h?.close()
-            h = nil
+    var description: String {
+        switch self {
+        case .noDescriptors: "cannot start the agent command: no file descriptors left"
         }
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import Synchronization
 import ExampleSupport
 import Switchboard
 import SwitchboardCore
@@ -16,28 +17,40 @@ struct Serve: AsyncParsableCommand {
 
     @Option(help: "Address to bind.") var host = "127.0.0.1"
     @Option(help: "Port to listen on (0 = ephemeral; the bound port is printed).") var port = 8090
-    @Option(help: "Require this bearer token (Authorization header or ?token=).") var token: String?
+    @Option(help: "Require this bearer token (Authorization header or ?token=). Default: $AGENT_TOKEN (keeps it out of ps).")
+    var token: String?
     @Option(help: "Run this command per prompt instead of the built-in agent (JSON lines on stdin/stdout).")
     var agentCommand: String?
-    @Option(help: "Messages per second allowed per connection.") var rate: Double = 10
-    @Option(help: "Burst of messages allowed per connection.") var burst = 20
+    @Option(help: "Messages per second allowed per session (a client's sessions together: 5 times this).")
+    var rate: Double = 10
+    @Option(help: "Burst of messages allowed per session (a client's sessions together: 5 times this).")
+    var burst = 20
     @Option(help: "Delay between streamed words of the built-in agent, in milliseconds.") var wordDelayMs = 30
     @Option(help: "Seconds a session (and its running turn) waits for its client to reconnect.")
     var resumeGrace: Double = 30
     @Option(help: "Events a session keeps for a reconnecting client (also its send queue's bound).")
     var resumeBuffer = 1_000
+    @Option(help: "Sessions at most, connected or in their grace period (beyond: 503, after evicting the longest-detached one).")
+    var maxSessions = 256
+    @Option(help: "Sessions one client (its token when tokens are distinct) may own at most; 0: no limit (beyond: 429).")
+    var maxSessionsPerClient = 16
     @OptionGroup var access: ServerAccessOptions
 
     func validate() throws {
         if port < 0 || port > 65535 { throw ValidationError("--port must be 0...65535") }
-        if rate <= 0 || burst < 1 { throw ValidationError("--rate must be > 0 and --burst >= 1") }
+        if !(rate > 0 && rate <= 1_000_000) || burst < 1 || burst > 1_000_000 {
+            throw ValidationError("--rate must be > 0 and at most 1000000, --burst 1...1000000")
+        }
         if let token, token.isEmpty { throw ValidationError("--token must not be empty") }
         if !(resumeGrace >= 0 && resumeGrace <= 86_400) { throw ValidationError("--resume-grace must be 0...86400 seconds") }
         if resumeBuffer < 1 || resumeBuffer > 1_000_000 { throw ValidationError("--resume-buffer must be 1...1000000 events") }
+        if maxSessions < 1 || maxSessions > 1_000_000 { throw ValidationError("--max-sessions must be 1...1000000") }
+        if maxSessionsPerClient < 0 { throw ValidationError("--max-sessions-per-client must be >= 0 (0: no limit)") }
     }
 
     func run() async throws {
         signal(SIGPIPE, SIG_IGN)
+        raiseDescriptorLimit()
         var logger = Logger(label: "agent-stream")
         logger.logLevel = .warning
         var config = WebSocketServerConfiguration(host: host, port: port)
@@ -46,14 +59,30 @@ struct Serve: AsyncParsableCommand {
         let server = WebSocketServer(configuration: config, logger: logger)
         let agent: any Agent = agentCommand.map { CommandAgent(command: $0) }
             ?? BuiltInAgent(wordDelay: .milliseconds(max(0, wordDelayMs)))
-        let token = self.token, rate = self.rate, burst = self.burst
+        let token = self.token ?? ProcessInfo.processInfo.environment["AGENT_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+        let rate = self.rate, burst = self.burst, perClient = maxSessionsPerClient
         var limits = SessionLimits()
         limits.grace = .milliseconds(Int64((resumeGrace * 1000).rounded()))
         limits.bufferEvents = resumeBuffer
         let sessionLimits = limits
-        let registry = SessionRegistry { id, identity, registry in
+        // A refused client may retry once a session could have ended: after a grace period.
+        let retryAfter = max(1, Int(resumeGrace.rounded(.up)))
+        let registry = SessionRegistry(
+            caps: SessionCaps(maxSessions: maxSessions, maxSessionsPerClient: perClient),
+            clientRate: (rate * 5, burst * 5)
+        ) { id, identity, clientLimiter, registry in
             AgentSession(sessionID: id, identity: identity, agent: agent, rate: rate, burst: burst,
-                         limits: sessionLimits, onExpired: { registry.remove($0) })
+                         clientLimiter: clientLimiter, limits: sessionLimits, onExpired: { registry.remove($0) })
+        }
+        /// Who the request's session counts against (nil: per-client limits are off).
+        @Sendable func client(of request: WebSocketUpgradeRequest?) -> ClientKey? {
+            guard perClient > 0 else { return nil }
+            return ClientKey.of(presentedToken: request?.bearerToken, sharedToken: token, peerAddress: request?.remoteAddress)
+        }
+        let refusals = RefusalLog()
+        server.onHTTPRequest { head in
+            guard head.method == "GET", head.path == "/healthz" else { return nil }
+            return .json(status: 200, "{\"status\":\"ok\",\"sessions\":\(registry.count),\"refused\":\(registry.refused)}")
         }
         server.route(ChannelEndpoint.channelPath, authenticate: { request in
             if let token {
@@ -74,27 +103,52 @@ struct Serve: AsyncParsableCommand {
                 }
                 userInfo["last_seq"] = String(lastSequence)
             }
-            // A session belongs to the token it was opened with.
-            guard registry.mayOpen(session, identity: request.bearerToken) else {
+            // A session belongs to the token it was opened with; a new one takes a slot now.
+            switch registry.reserve(session, identity: request.bearerToken, client: client(of: request)) {
+            case .existing, .reserved:
+                return .accept(userInfo: userInfo)
+            case .forbidden:
                 return .reject(.error(status: 403, message: "session \(session) belongs to another token",
                                       type: .permission, code: "session_forbidden"))
+            case .serverFull:
+                refusals.note(registry)
+                return .reject(Self.tooManySessions(status: 503, type: .overloaded, retryAfter: retryAfter,
+                                                    message: "the server has too many sessions; retry later"))
+            case .clientFull:
+                refusals.note(registry)
+                return .reject(Self.tooManySessions(status: 429, type: .rateLimit, retryAfter: retryAfter,
+                                                    message: "this client has too many sessions; close one or retry later"))
             }
-            return .accept(userInfo: userInfo)
         }) { connection in
             let sessionID = connection.userInfo["session_id"] ?? "?"
+            let shownID = TerminalText.inline(sessionID)
             let lastSequence = connection.userInfo["last_seq"].flatMap { UInt64($0) }
             let identity = connection.request?.bearerToken
             var expired = false
             while true {
-                guard let (session, created) = registry.session(sessionID, identity: identity) else {
+                let session: AgentSession, created: Bool
+                switch registry.claim(sessionID, identity: identity, client: client(of: connection.request)) {
+                case .session(let s, let c):
+                    (session, created) = (s, c)
+                case .forbidden:
                     // Taken by another token between the check and now.
                     await connection.close(code: .policyViolation, reason: "session belongs to another token")
                     return
+                case .full:
+                    // Its session ended between the check and now, and no slot is left for a new one.
+                    refusals.note(registry)
+                    await connection.close(code: .tryAgainLater, reason: "too many sessions")
+                    return
                 }
-                log("session \(sessionID) \(created ? "opened" : "resumed")")
+                log("session \(shownID) \(created ? "opened" : "resumed")")
                 // Resuming a session that is gone (ended after its grace period, or before a restart).
                 let failure = (created || expired) && lastSequence != nil ? "session_not_found" : nil
-                if await session.serve(connection, lastSequence: created ? nil : lastSequence, resumeFailure: failure) {
+                let served = await session.serve(connection, lastSequence: created ? nil : lastSequence,
+                                                 resumeFailure: failure)
+                registry.release(session)
+                if served {
+                    let status = connection.closeStatus
+                    log("session \(shownID) closed: \(status.map { "\($0.code.rawValue)" } ?? "unknown")")
                     return
                 }
                 expired = true   // its grace period ran out just now: open a new one
@@ -106,5 +160,42 @@ struct Serve: AsyncParsableCommand {
         }
         defer { announce.cancel() }
         try await runUntilSignal(server, logger: server.logger)
+    }
+
+    /// Raises the soft limit on open descriptors to the hard one: each session may hold a socket
+    /// and three pipes to its agent process, so the usual soft limit of 1,024 runs out below
+    /// 256 sessions (a turn then fails with `agent_error`, and accepts fail until some close).
+    private func raiseDescriptorLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        let wanted = limit.rlim_max
+        limit.rlim_cur = wanted
+        if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) != 0 {
+            log("could not raise the open file limit to \(wanted)")
+        }
+    }
+
+    /// The refusal of a new session beyond a cap: `status` with the JSON error body (code
+    /// `too_many_sessions`) and `Retry-After`.
+    static func tooManySessions(status: Int, type: HTTPErrorType, retryAfter: Int, message: String) -> HTTPResponse {
+        var response = HTTPResponse.error(status: status, message: message, type: type, code: "too_many_sessions")
+        response.headers.replaceOrAdd(name: "Retry-After", value: String(retryAfter))
+        return response
+    }
+}
+
+/// Logs refused sessions with the gauges, at most once a second (a client hammering the caps
+/// cannot flood the log).
+final class RefusalLog: Sendable {
+    private let last = Mutex<ContinuousClock.Instant?>(nil)
+
+    func note(_ registry: SessionRegistry) {
+        let now = ContinuousClock.now
+        let due = last.withLock { last in
+            if let previous = last, now - previous < .seconds(1) { return false }
+            last = now
+            return true
+        }
+        if due { log("session refused: \(registry.count) sessions, \(registry.refused) refused so far") }
     }
 }

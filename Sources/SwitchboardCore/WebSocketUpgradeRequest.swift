@@ -15,6 +15,11 @@ public struct WebSocketUpgradeRequest: Sendable, Equatable {
     /// (plain `ws`, or no certificate requested or presented). Set by the server before
     /// `authenticate` runs: check ``TLSPeerCertificate/subject`` or its alternative names there.
     public var clientCertificate: TLSPeerCertificate?
+    /// The peer's IP address without its port, as text (`203.0.113.7`, `2001:db8::1`); set by the
+    /// server before `authenticate` runs (nil in requests made by hand). Behind a reverse proxy
+    /// this is the proxy's address: what the proxy says of the client (`X-Forwarded-For`,
+    /// `Forwarded`) is in ``headers``, to be trusted only from a known proxy.
+    public var remoteAddress: String?
 
     /// Creates an upgrade request from a head and its extracted handshake fields. Normally made
     /// by ``WebSocketServerHandshake/classify(_:)``, which validates them; this initializer does not.

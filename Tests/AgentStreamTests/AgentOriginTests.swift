@@ -44,4 +44,23 @@ import SwitchboardTestSupport
             path: Self.path, host: host, origin: "https://evil.example"))
         #expect(other.status == 403, "\(other.head)")
     }
+
+    /// Without distinct tokens, a client is its IP address: one address cannot own more than
+    /// its cap of sessions while another still can.
+    @Test func sessionsPerClientAreCountedByAddressWithoutTokens() async throws {
+        let server = try await AgentServerProcess(["--max-sessions-per-client", "2"])
+        let host = "127.0.0.1:\(server.port)"
+        for session in ["a1", "a2"] {
+            let reply = try await RawHTTP.exchange(port: server.port, RawHTTP.upgradeRequest(
+                path: "/v1/ws?session_id=\(session)", host: host, origin: nil))
+            #expect(reply.status == 101, "\(session): \(reply.head)")
+        }
+        let third = try await RawHTTP.exchange(port: server.port, RawHTTP.upgradeRequest(
+            path: "/v1/ws?session_id=a3", host: host, origin: nil))
+        #expect(third.status == 429, "\(third.head)")
+        #expect(third.body.contains("too_many_sessions"), "\(third.body)")
+        let otherAddress = try await RawHTTP.exchange(port: server.port, RawHTTP.upgradeRequest(
+            path: "/v1/ws?session_id=b1", host: host, origin: nil), from: "127.0.0.2")
+        #expect(otherAddress.status == 101, "\(otherAddress.head)")
+    }
 }

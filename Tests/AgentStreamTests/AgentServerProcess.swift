@@ -41,9 +41,11 @@ final class AgentServerProcess: @unchecked Sendable {
             + candidates.map(\.path).joined(separator: ", "))
     }
 
-    init(_ arguments: [String] = []) async throws {
+    /// Starts `agent-stream serve --port 0 <arguments>`; `environment` is added to the test's own.
+    init(_ arguments: [String] = [], environment: [String: String] = [:]) async throws {
         process.executableURL = try Self.binary()
         process.arguments = ["serve", "--port", "0"] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
@@ -85,6 +87,12 @@ final class AgentServerProcess: @unchecked Sendable {
     }
 
     var stderr: String { stderrText.value }
+
+    /// The server's process id (its agent processes are its children).
+    var pid: Int32 { process.processIdentifier }
+
+    /// False once the server has exited (crashed, or was stopped).
+    var isRunning: Bool { process.isRunning }
 
     func endpoint(session: String = UUID().uuidString, token: String? = nil) throws -> ChannelEndpoint {
         try ChannelEndpoint(baseURL: "ws://127.0.0.1:\(port)", sessionID: session, token: token)

@@ -314,6 +314,8 @@ struct EndToEndTests {
             let deadline = ContinuousClock.now + .seconds(60)
             while kill(pid, 0) == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
             #expect(kill(pid, 0) != 0, "agent process \(pid) still running after cancel")
+            // It was asked first (SIGTERM, which it could handle), not only killed.
+            #expect(await server.waitForLog("fake agent got SIGTERM"), "the agent never got SIGTERM: \(server.stderr)")
         }
     }
 }

@@ -25,10 +25,13 @@ package enum RawHTTP {
 
     /// Sends `request` (a complete HTTP/1.1 request, CRLFs included) and reads until the peer
     /// closes, or the head of a `101` is complete.
-    package static func exchange(port: Int, _ request: String, timeout: Duration = .seconds(30)) async throws -> Reply {
+    /// `from`: the local IPv4 address to connect from (any of 127.0.0.0/8 is this machine's
+    /// loopback on Linux: a second client address for tests of per-address limits).
+    package static func exchange(port: Int, _ request: String, from: String? = nil,
+                                 timeout: Duration = .seconds(30)) async throws -> Reply {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
-                continuation.resume(with: Result { try blockingExchange(port: port, request, timeout: timeout) })
+                continuation.resume(with: Result { try blockingExchange(port: port, request, from: from, timeout: timeout) })
             }
         }
     }
@@ -42,7 +45,7 @@ package enum RawHTTP {
         return lines.joined(separator: "\r\n") + "\r\n\r\n"
     }
 
-    private static func blockingExchange(port: Int, _ request: String, timeout: Duration) throws -> Reply {
+    private static func blockingExchange(port: Int, _ request: String, from: String?, timeout: Duration) throws -> Reply {
         #if canImport(Darwin)
         let fd = socket(AF_INET, SOCK_STREAM, 0)
         #else
@@ -52,6 +55,15 @@ package enum RawHTTP {
         defer { close(fd) }
         var tv = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        if let from {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(from)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else { throw Failure(description: "bind to \(from): errno \(errno)") }
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import Switchboard
 import SwitchboardCore
+import SwitchboardTestSupport
 
 extension ServerInterop {
 /// Cross-site WebSocket hijacking and DNS rebinding, against a real server: the origin policy
@@ -77,6 +78,21 @@ extension ServerInterop {
             let proxied = try await Body.reply(port: port, Self.upgrade(host: "chat.example", origin: nil))
             #expect(proxied.status == 101, "\(proxied.bodyText)")
         }
+    }
+
+    @Test func authenticateSeesThePeersAddress() async throws {
+        let seen = Locked<[String?]>([])
+        try await withTestServer(setup: { server in
+            server.route("/echo", authenticate: { request in
+                seen.withLock { $0.append(request.remoteAddress) }
+                return .accept()
+            }, handler: echoHandler)
+        }) { _, port in
+            let request = Self.upgrade(host: "127.0.0.1:\(port)", origin: nil)
+            #expect(try await Body.reply(port: port, request).status == 101)
+            #expect(try await RawHTTP.exchange(port: port, request, from: "127.0.0.2").status == 101)
+        }
+        #expect(seen.withLock { $0 } == ["127.0.0.1", "127.0.0.2"])
     }
 }
 }

@@ -21,7 +21,11 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
     /// The request is complete and `authenticate` is running.
     private var authenticating = false
 
-    init(server: WebSocketServer, channel: SocketChannel, peer: PeerAddressKey?) {
+    /// The peer's address, for ``WebSocketUpgradeRequest/remoteAddress``.
+    private let remote: SocketAddress
+
+    init(server: WebSocketServer, channel: SocketChannel, peer: PeerAddressKey?, remote: SocketAddress) {
+        self.remote = remote
         self.server = server
         self.channel = channel
         self.peer = peer
@@ -101,6 +105,8 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         case .upgrade(let parsed):
             var request = parsed
             request.clientCertificate = channel.tlsPeerCertificate
+            let remoteHost = remote.host
+            request.remoteAddress = remoteHost == "?" ? nil : remoteHost
             guard let route = server.route(for: request.path) else {
                 reject(HTTPResponse.error(status: 404, message: "no WebSocket route for \(request.path)",
                                           type: .notFound, code: "not_found"), reason: .notFound)

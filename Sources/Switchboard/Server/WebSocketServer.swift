@@ -408,7 +408,7 @@ public final class WebSocketServer: Sendable {
                 }
             }
             let channel = SocketChannel(loop: loop, fd: fd, tls: session)
-            ServerHandshakeHandler(server: server, channel: channel, peer: address).start()
+            ServerHandshakeHandler(server: server, channel: channel, peer: address, remote: peer).start()
         }
     }
 

@@ -7,14 +7,27 @@ with JSON event lines on stdout. The prompt selects the scenario:
   "sleep"      -> emits a system event with its pid, then sleeps 600 s (to be cancelled; far
                   longer than the test waits for it to die)
   "permission" -> emits a permission_request, waits for the permission line on stdin
+  "escapes"    -> a turn whose text, tool name and result carry terminal control sequences
   anything else -> a full turn; the tool_use line is written in 5-byte pieces with flushes
 """
 import json
 import os
+import signal
 import sys
 import time
 
 out = sys.stdout.buffer
+
+
+def on_sigterm(signum, frame):
+    sys.stderr.write("fake agent got SIGTERM\n")
+    sys.stderr.flush()
+    sys.exit(0)
+
+
+# A SIGTERM (the server's first step in ending a turn) is reported, so a test can tell it
+# arrived rather than the SIGKILL that follows.
+signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def emit(obj):
@@ -50,6 +63,14 @@ if prompt.startswith("flood "):
     text = "x" * 1000
     for _ in range(int(prompt.split()[1])):
         emit({"type": "partial", "data": {"text": text}})
+    emit({"type": "result", "data": {"num_turns": 1, "duration_ms": 5, "total_cost_usd": 0, "subtype": "success"}})
+    sys.exit(0)
+
+if prompt == "escapes":
+    emit({"type": "partial", "data": {"text": "\x1b[2J\x1b]0;pwned\x07 hidden\rfake: line \u009b1m"}})
+    emit({"type": "partial", "data": {"text": " tab\there\nsecond line"}})
+    emit({"type": "tool_use", "data": {"tool_use_id": "esc_1", "name": "\x1b[31mrm", "input": {}}})
+    emit({"type": "tool_result", "data": {"tool_use_id": "esc_1", "content": "\u202etxt.exe", "is_error": False}})
     emit({"type": "result", "data": {"num_turns": 1, "duration_ms": 5, "total_cost_usd": 0, "subtype": "success"}})
     sys.exit(0)
 
