@@ -195,31 +195,11 @@ enum EventFormatter {
     }
 }
 
-/// Text from the server as printed: control characters escaped (``escapedForTerminal(_:)``),
+/// Text from the server as printed: control characters escaped (`TerminalText.escaped`),
 /// and every line after the first indented by two spaces, so that a newline in a message
 /// cannot start a line that passes for an event (`[room] name: …`, `* …`, `! …`).
 private func shown(_ text: String) -> String {
-    escapedForTerminal(text).replacingOccurrences(of: "\n", with: "\n  ")
-}
-
-/// `text` with every control character (Unicode category Cc: C0, DEL and C1) other than tab
-/// and newline written as `\u{XX}` (hex, as in Swift source), so that none reaches the
-/// terminal: no escape sequence (colours, cursor moves, window title, clearing the screen), no
-/// carriage return overwriting a line, no bell. Tab and newline are kept: they are ordinary
-/// text and harmless.
-private func escapedForTerminal(_ text: String) -> String {
-    guard text.unicodeScalars.contains(where: needsEscape) else { return text }
-    var out = String.UnicodeScalarView()
-    for scalar in text.unicodeScalars {
-        guard needsEscape(scalar) else { out.append(scalar); continue }
-        let hex = String(scalar.value, radix: 16, uppercase: true)
-        out.append(contentsOf: "\\u{\(hex.count < 2 ? "0" + hex : hex)}".unicodeScalars)
-    }
-    return String(out)
-}
-
-private func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
-    scalar != "\t" && scalar != "\n" && scalar.properties.generalCategory == .control
+    TerminalText.escaped(text).replacingOccurrences(of: "\n", with: "\n  ")
 }
 
 enum Terminal {

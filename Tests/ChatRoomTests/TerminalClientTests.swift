@@ -55,7 +55,7 @@ struct TerminalClientTests {
         try await bob.send(.join(room: "general", user: "bob"))
         try await bob.expect("history") { $0.type == "history" }
         let hostile = "\u{1B}[2J\u{1B}]0;pwned\u{07}x\r[general] carol: fake\u{9B}31m\u{7F}\u{00}\ttab\n[general] dave: second"
-        let escaped = #"\u{1B}[2J\u{1B}]0;pwned\u{07}x\u{0D}[general] carol: fake\u{9B}31m\u{7F}\u{00}"# + "\ttab"
+        let escaped = #"\x1b[2J\x1b]0;pwned\x07x\x0d[general] carol: fake\x9b31m\x7f\x00"# + "\ttab"
         try await bob.send(.message(room: "general", text: "old " + hostile))
         try await bob.expect("own message") { $0.type == "message" }
 

@@ -89,8 +89,10 @@ extension ServerInterop {
             }, handler: echoHandler)
         }) { _, port in
             let request = Self.upgrade(host: "127.0.0.1:\(port)", origin: nil)
-            #expect(try await Body.reply(port: port, request).status == 101)
-            #expect(try await RawHTTP.exchange(port: port, request, from: "127.0.0.2").status == 101)
+            let first = try await Body.reply(port: port, request)
+            #expect(first.status == 101)
+            let second = try await RawHTTP.exchange(port: port, request, from: "127.0.0.2")
+            #expect(second.status == 101)
         }
         #expect(seen.withLock { $0 } == ["127.0.0.1", "127.0.0.2"])
     }
