@@ -32,14 +32,14 @@ public struct WebSocketServerConfiguration: Sendable {
     /// `chat-room` and `agent-stream` examples default to 256) so that one address cannot take
     /// every place of ``maxConnections``. A value below 1 is treated as nil (off).
     public var maxConnectionsPerAddress: Int?
-    /// Which web pages may open a WebSocket here, by their `Origin` (default ``OriginPolicy/any``:
+    /// Which web pages may open a WebSocket here, by their `Origin` (default `OriginPolicy.any`:
     /// the application decides). Upgrades from another origin get `403` with the JSON error body
     /// (code `origin_not_allowed`); requests without an `Origin` header (programs, not browser
     /// pages) are allowed. A server reachable from browsers should use
-    /// ``OriginPolicy/sameOrigin`` or ``OriginPolicy/exactly(_:)``, as the example servers do.
+    /// `OriginPolicy.sameOrigin` or `OriginPolicy.exactly(_:)`, as the example servers do.
     public var originPolicy: OriginPolicy = .any
     /// The origins allowed, as a list: setting it sets ``originPolicy`` to
-    /// ``OriginPolicy/exactly(_:)`` (nil: ``OriginPolicy/any``).
+    /// `OriginPolicy.exactly(_:)` (nil: `OriginPolicy.any`).
     @available(*, deprecated, message: "use originPolicy (.exactly, .sameOrigin(also:) or .any)")
     public var allowedOrigins: [String]? {
         get { allowedOriginList }
