@@ -4,6 +4,7 @@ import Glibc
 import Musl
 #endif
 import CSwitchboardShims
+import Synchronization
 import SwitchboardCore
 
 /// Receives what a ``SocketChannel`` reads and how it ends. Called on the channel's loop only.
@@ -20,10 +21,15 @@ protocol SocketChannelDelegate: AnyObject {
     /// Reading stopped because the send queue is above its high-water mark (a callback route's
     /// backpressure, or a ping flood). Counted by connections; nothing to do by default.
     func channelPausedReadingForOutbound()
+    /// The peer took none of the queued bytes for the write-stall timeout
+    /// (``OutboundLimits/writeStallTick``): the channel is already closed, TCP reset. By
+    /// default reported as a `.timedOut` failure.
+    func channelWriteStalled()
 }
 
 extension SocketChannelDelegate {
     func channelPausedReadingForOutbound() {}
+    func channelWriteStalled() { channelFailed(.timedOut("write (the peer stopped reading)")) }
 }
 
 /// What happened to bytes handed to ``SocketChannel/append(exempt:_:)``.
@@ -56,7 +62,13 @@ enum OutboundStatus: Equatable {
 ///   would deadlock two full-duplex peers that both stream, each waiting for the other to read;
 /// - a ping flood stops reading whoever the owner: see ``queuePong(_:)``;
 /// - appends that may be refused get ``OutboundStatus/overLimit`` above ``limit``.
-final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Sendable {
+///
+/// A peer that stops reading: while bytes stay queued after a flush, one timer checks every
+/// ``OutboundLimits/writeStallTick`` whether the kernel took any since the last check, or the
+/// peer acknowledged any of what the kernel holds; after more than four checks without
+/// progress the TCP connection is reset (``timerFired()``).
+/// Writes only clear a counter: the fast path (a flush that writes everything) arms nothing.
+final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTimerTarget, @unchecked Sendable {
     // Safety: every member is touched only on `loop`'s thread (asserted in debug builds).
 
     // Stored properties are ordered, and sized, so that the object stays small: an idle
@@ -104,10 +116,26 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
     private var peerClosedRead = false
     private var signalWritable = false
     private var tlsHandshakeDone = false
-    private var lingerTimer: EventLoopTimer?
+    /// Write-stall checks in a row that found no progress (a write that took bytes resets it).
+    private var stallTicks: UInt8 = 0
+    /// Bytes this channel added to ``OutboundLimits/queuedBytes`` (what stayed queued after its
+    /// last flush, clamped). Fits beside the flags above: no extra memory per connection.
+    private var reportedQueued: Int32 = 0
+    /// The kernel's unacknowledged bytes at the last write-stall check (-1: unknown): a peer
+    /// that reads shrinks it even while the socket stays too full to wake us for writing.
+    private var kernelQueuedAtCheck: Int32 = -1
+    /// The one timer of the channel: the write-stall check while bytes are queued, then, once
+    /// ``closeAfterFlush(linger:)`` was called, the linger deadline (see ``timerFired()``).
+    private var timer: EventLoopTimer?
 
     /// The queue's water marks and limit, shared by every connection with the same settings.
-    var limits = OutboundLimits.default
+    var limits = OutboundLimits.default {
+        didSet {
+            guard reportedQueued != 0, oldValue !== limits else { return }
+            oldValue.queuedBytes.wrappingSubtract(Int(reportedQueued), ordering: .relaxed)
+            limits.queuedBytes.wrappingAdd(Int(reportedQueued), ordering: .relaxed)
+        }
+    }
     /// Above this many queued bytes ``isWritable`` turns false (and, with
     /// ``pausesReadingAboveHighWaterMark``, reading stops);
     /// ``SocketChannelDelegate/channelWritable()`` is called, and reading resumes, once the
@@ -340,9 +368,12 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         } else {
             let fd = self.fd
             var failure: Int32 = 0
+            var wrote = false
             let result = queue.drain { first, second in
                 switch Socket.write(fd, first, second) {
-                case .bytes(let n): return .written(n)
+                case .bytes(let n):
+                    wrote = true
+                    return .written(n)
                 case .wouldBlock, .eof: return .written(0)
                 case .failed(let e):
                     failure = e
@@ -353,11 +384,13 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
                 fail(.io(SocketError(errno: failure, operation: "write")))
                 return
             }
+            if wrote { stallTicks = 0 }
             blocked = result == .blocked
         }
         if blocked != waitingForWritable {
             waitingForWritable = blocked
             updateInterest()
+            if blocked && timer == nil { armStallCheck() }
         }
         afterWrite()
     }
@@ -414,7 +447,9 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
             let start = st.cipherOffset
             let result = st.cipherOut.withUnsafeBytes { raw in Socket.write(fd, UnsafeRawBufferPointer(rebasing: raw[start...])) }
             switch result {
-            case .bytes(let n): st.cipherOffset += n
+            case .bytes(let n):
+                st.cipherOffset += n
+                stallTicks = 0
             case .wouldBlock, .eof: return true
             case .failed(let e):
                 fail(.io(SocketError(errno: e, operation: "write")))
@@ -431,6 +466,7 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
             close()
             return
         }
+        reportQueued()
         updateOutboundPause()
         if signalWritable && pendingByteCount <= lowWaterMark {
             signalWritable = false
@@ -440,6 +476,71 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
 
     /// Remembers that a writer saw the queue above the high-water mark, so it hears when it drains.
     func requestWritableSignal() { signalWritable = true }
+
+    /// Brings this channel's share of ``OutboundLimits/queuedBytes`` up to date (after a flush;
+    /// on the fast path both are 0 and nothing is written).
+    @inline(__always)
+    private func reportQueued() {
+        let now = Int32(clamping: pendingByteCount)
+        guard now != reportedQueued else { return }
+        limits.queuedBytes.wrappingAdd(Int(now) - Int(reportedQueued), ordering: .relaxed)
+        reportedQueued = now
+    }
+
+    // MARK: Write-stall deadline
+
+    /// Arms the write-stall check: a flush left bytes the kernel would not take.
+    private func armStallCheck() {
+        guard let tick = limits.writeStallTick, !closeWhenFlushed, !isClosed else { return }
+        kernelQueuedAtCheck = Socket.unacknowledgedBytes(fd)
+        timer = loop.schedule(after: tick, target: self)
+    }
+
+    /// Whether the peer acknowledged bytes since the last check: the kernel wakes a writer only
+    /// once a good part of its send buffer is free, which a slow but steady reader (a few MiB
+    /// buffered, read at tens of KiB/s) can take longer than the timeout to free.
+    private func peerAcknowledgedSinceLastCheck() -> Bool {
+        let now = Socket.unacknowledgedBytes(fd)
+        defer { kernelQueuedAtCheck = now }
+        return now >= 0 && kernelQueuedAtCheck >= 0 && now < kernelQueuedAtCheck
+    }
+
+    /// The channel's timer expired (``EventLoopTimerTarget``): after ``closeAfterFlush(linger:)``
+    /// the linger is over (closed, queued bytes dropped); otherwise a write-stall check. It
+    /// stops while nothing is queued, checks again while the kernel took bytes since the last
+    /// check, and resets TCP after more than four checks in a row without any
+    /// (``WebSocketConfiguration/writeStallTimeout``).
+    func timerFired() {
+        timer = nil
+        guard !isClosed else { return }
+        if closeWhenFlushed {
+            close()
+            return
+        }
+        guard pendingByteCount > 0 else {
+            stallTicks = 0
+            return
+        }
+        if peerAcknowledgedSinceLastCheck() {
+            stallTicks = 0
+        } else if stallTicks < .max {
+            stallTicks += 1
+        }
+        if stallTicks > 4 {
+            abortStalled()
+        } else {
+            armStallCheck()
+        }
+    }
+
+    /// Resets TCP (`SO_LINGER` 0: the kernel drops its send buffer as well, and the peer gets
+    /// an RST instead of bytes it will never read), releases the queue, and tells the delegate.
+    private func abortStalled() {
+        let d = delegate
+        Socket.setLingerZero(fd)
+        close()
+        d?.channelWriteStalled()
+    }
 
     // MARK: Reading
 
@@ -550,7 +651,9 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
             close()
             return
         }
-        lingerTimer = loop.schedule(after: linger) { [weak self] in self?.close() }
+        // The linger takes the timer over from a write-stall check (both end in a close).
+        timer?.cancel()
+        timer = loop.schedule(after: linger, target: self)
     }
 
     /// TLS only: sends close_notify once everything queued so far is written (once; nothing
@@ -565,12 +668,16 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
     func close() {
         guard !isClosed else { return }
         isClosed = true
-        lingerTimer?.cancel()
-        lingerTimer = nil
+        timer?.cancel()
+        timer = nil
         if slot >= 0 { loop.deregister(fd: fd, slot: slot) }
         Socket.close(fd)
         tlsState = nil
         queue.removeAll()
+        if reportedQueued != 0 {
+            limits.queuedBytes.wrappingSubtract(Int(reportedQueued), ordering: .relaxed)
+            reportedQueued = 0
+        }
         delegate = nil
     }
 
