@@ -259,6 +259,21 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
         guard on == inboundPaused else { return }
         inboundPaused = !on
         updateInterest()
+        if on { deliverBufferedTLSInputSoon() }
+    }
+
+    /// TLS: records read before reading stopped wait in the session (decrypting stops with the
+    /// reading, see ``deliverPlaintext(from:)``); once reading resumes they are delivered from
+    /// the loop's next turn, so that whoever resumed it (an upgrade handing the channel to its
+    /// connection) is done first, and even if no new byte arrives on the socket to wake us.
+    /// Bounded: while reading is stopped the socket is not read, so what waits is at most what
+    /// one read brought.
+    private func deliverBufferedTLSInputSoon() {
+        guard reading, tlsHandshakeDone, let tls, tls.hasBufferedInput else { return }
+        loop.execute { [self] in
+            guard reading, !isClosed, !peerClosedRead, let tls = self.tls else { return }
+            _ = deliverPlaintext(from: tls)
+        }
     }
 
     // MARK: Writing
@@ -343,7 +358,11 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
         guard pause != outboundPaused else { return }
         outboundPaused = pause
         updateInterest()
-        if pause { delegate?.channelPausedReadingForOutbound() }
+        if pause {
+            delegate?.channelPausedReadingForOutbound()
+        } else {
+            deliverBufferedTLSInputSoon()
+        }
     }
 
     /// Schedules one flush at the end of the current loop iteration.
@@ -602,10 +621,13 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
         }
     }
 
-    /// Decrypts everything available; returns false when the channel ended.
+    /// Decrypts what is available while reading is on (records read before the delegate stopped
+    /// it wait in the session: ``deliverBufferedTLSInputSoon()``); returns false when the
+    /// channel ended.
     private func deliverPlaintext(from tls: TLSSession) -> Bool {
         let plain = loop.tlsPlaintextBuffer
         while !isClosed {
+            guard reading else { return true }
             do {
                 switch try tls.readPlaintext(into: plain) {
                 case .bytes(let n):
