@@ -117,23 +117,20 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
     private var signalWritable = false
     private var tlsHandshakeDone = false
     /// Write-stall checks in a row that found no progress (a write that took bytes resets it).
+    /// Fits beside the flags above.
     private var stallTicks: UInt8 = 0
-    /// Bytes this channel added to ``OutboundLimits/queuedBytes`` (what stayed queued after its
-    /// last flush, clamped). Fits beside the flags above: no extra memory per connection.
-    private var reportedQueued: Int32 = 0
-    /// The kernel's unacknowledged bytes at the last write-stall check (-1: unknown): a peer
-    /// that reads shrinks it even while the socket stays too full to wake us for writing.
-    private var kernelQueuedAtCheck: Int32 = -1
-    /// The one timer of the channel: the write-stall check while bytes are queued, then, once
-    /// ``closeAfterFlush(linger:)`` was called, the linger deadline (see ``timerFired()``).
-    private var timer: EventLoopTimer?
+    /// What the channel keeps only while a flush left bytes queued, or while it lingers: its
+    /// timer and what it reported (see ``BlockedWriteState``). In the slot the linger timer
+    /// had, so the object is no larger than before: a connection that keeps up carries none
+    /// of it.
+    private var blockedState: BlockedWriteState?
 
     /// The queue's water marks and limit, shared by every connection with the same settings.
     var limits = OutboundLimits.default {
         didSet {
-            guard reportedQueued != 0, oldValue !== limits else { return }
-            oldValue.queuedBytes.wrappingSubtract(Int(reportedQueued), ordering: .relaxed)
-            limits.queuedBytes.wrappingAdd(Int(reportedQueued), ordering: .relaxed)
+            guard let reported = blockedState?.reported, reported != 0, oldValue !== limits else { return }
+            oldValue.queuedBytes.wrappingSubtract(reported, ordering: .relaxed)
+            limits.queuedBytes.wrappingAdd(reported, ordering: .relaxed)
         }
     }
     /// Above this many queued bytes ``isWritable`` turns false (and, with
@@ -409,8 +406,8 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
         if blocked != waitingForWritable {
             waitingForWritable = blocked
             updateInterest()
-            if blocked && timer == nil { armStallCheck() }
         }
+        if blocked { watchBlockedWrites() }
         afterWrite()
     }
 
@@ -496,32 +493,45 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
     /// Remembers that a writer saw the queue above the high-water mark, so it hears when it drains.
     func requestWritableSignal() { signalWritable = true }
 
-    /// Brings this channel's share of ``OutboundLimits/queuedBytes`` up to date (after a flush;
-    /// on the fast path both are 0 and nothing is written).
+    /// Brings this channel's share of ``OutboundLimits/queuedBytes`` up to date after a flush,
+    /// and lets the blocked-write state go once nothing is queued and no timer runs. The fast
+    /// path (nothing was queued, nothing is) has no state: one nil check.
     @inline(__always)
     private func reportQueued() {
-        let now = Int32(clamping: pendingByteCount)
-        guard now != reportedQueued else { return }
-        limits.queuedBytes.wrappingAdd(Int(now) - Int(reportedQueued), ordering: .relaxed)
-        reportedQueued = now
+        guard let state = blockedState else { return }
+        let now = pendingByteCount
+        if now != state.reported {
+            limits.queuedBytes.wrappingAdd(now - state.reported, ordering: .relaxed)
+            state.reported = now
+        }
+        if now == 0 && state.timer == nil { blockedState = nil }
     }
 
     // MARK: Write-stall deadline
 
-    /// Arms the write-stall check: a flush left bytes the kernel would not take.
-    private func armStallCheck() {
-        guard let tick = limits.writeStallTick, !closeWhenFlushed, !isClosed else { return }
-        kernelQueuedAtCheck = Socket.unacknowledgedBytes(fd)
-        timer = loop.schedule(after: tick, target: self)
+    /// A flush left bytes the kernel would not take: makes sure they are reported (see
+    /// ``reportQueued()``) and the write-stall check runs. Only on a blocked flush; the timer,
+    /// once armed, stays until it fires (no timer operation per write).
+    private func watchBlockedWrites() {
+        let state: BlockedWriteState
+        if let blockedState {
+            state = blockedState
+        } else {
+            state = BlockedWriteState()
+            blockedState = state
+        }
+        guard state.timer == nil, let tick = limits.writeStallTick, !closeWhenFlushed, !isClosed else { return }
+        state.kernelQueuedAtCheck = Socket.unacknowledgedBytes(fd)
+        state.timer = loop.schedule(after: tick, target: self)
     }
 
     /// Whether the peer acknowledged bytes since the last check: the kernel wakes a writer only
     /// once a good part of its send buffer is free, which a slow but steady reader (a few MiB
     /// buffered, read at tens of KiB/s) can take longer than the timeout to free.
-    private func peerAcknowledgedSinceLastCheck() -> Bool {
+    private func peerAcknowledgedSinceLastCheck(_ state: BlockedWriteState) -> Bool {
         let now = Socket.unacknowledgedBytes(fd)
-        defer { kernelQueuedAtCheck = now }
-        return now >= 0 && kernelQueuedAtCheck >= 0 && now < kernelQueuedAtCheck
+        defer { state.kernelQueuedAtCheck = now }
+        return now >= 0 && state.kernelQueuedAtCheck >= 0 && now < state.kernelQueuedAtCheck
     }
 
     /// The channel's timer expired (``EventLoopTimerTarget``): after ``closeAfterFlush(linger:)``
@@ -530,25 +540,26 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
     /// check, and resets TCP after more than four checks in a row without any
     /// (``WebSocketConfiguration/writeStallTimeout``).
     func timerFired() {
-        timer = nil
-        guard !isClosed else { return }
+        guard let state = blockedState, !isClosed else { return }
+        state.timer = nil
         if closeWhenFlushed {
             close()
             return
         }
         guard pendingByteCount > 0 else {
             stallTicks = 0
+            if state.reported == 0 { blockedState = nil }
             return
         }
-        if peerAcknowledgedSinceLastCheck() {
+        if peerAcknowledgedSinceLastCheck(state) {
             stallTicks = 0
         } else if stallTicks < .max {
             stallTicks += 1
         }
         if stallTicks > 4 {
             abortStalled()
-        } else {
-            armStallCheck()
+        } else if let tick = limits.writeStallTick {
+            state.timer = loop.schedule(after: tick, target: self)
         }
     }
 
@@ -674,8 +685,15 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
             return
         }
         // The linger takes the timer over from a write-stall check (both end in a close).
-        timer?.cancel()
-        timer = loop.schedule(after: linger, target: self)
+        let state: BlockedWriteState
+        if let blockedState {
+            state = blockedState
+        } else {
+            state = BlockedWriteState()
+            blockedState = state
+        }
+        state.timer?.cancel()
+        state.timer = loop.schedule(after: linger, target: self)
     }
 
     /// TLS only: sends close_notify once everything queued so far is written (once; nothing
@@ -690,16 +708,16 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
     func close() {
         guard !isClosed else { return }
         isClosed = true
-        timer?.cancel()
-        timer = nil
+        if let state = blockedState {
+            state.timer?.cancel()
+            state.timer = nil
+            if state.reported != 0 { limits.queuedBytes.wrappingSubtract(state.reported, ordering: .relaxed) }
+            blockedState = nil
+        }
         if slot >= 0 { loop.deregister(fd: fd, slot: slot) }
         Socket.close(fd)
         tlsState = nil
         queue.removeAll()
-        if reportedQueued != 0 {
-            limits.queuedBytes.wrappingSubtract(Int(reportedQueued), ordering: .relaxed)
-            reportedQueued = 0
-        }
         delegate = nil
     }
 
@@ -716,6 +734,20 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
         }
         d?.channelFailed(error)
     }
+}
+
+/// What a ``SocketChannel`` keeps only while a flush left bytes queued (or while it lingers
+/// after ``SocketChannel/closeAfterFlush(linger:)``), so that a connection that keeps up does
+/// not carry it: allocated on a blocked flush, released once nothing is queued and its timer
+/// has fired, or at close.
+final class BlockedWriteState {
+    /// The write-stall check, or the linger deadline once the channel is closing.
+    var timer: EventLoopTimer?
+    /// Bytes the channel added to ``OutboundLimits/queuedBytes``.
+    var reported = 0
+    /// The kernel's unacknowledged bytes at the last write-stall check (-1: unknown): a peer
+    /// that reads shrinks it even while the socket stays too full to wake us for writing.
+    var kernelQueuedAtCheck: Int32 = -1
 }
 
 /// A TLS channel's session and the state only TLS needs, kept out of ``SocketChannel`` itself
