@@ -25,6 +25,14 @@ struct EchoServer: AsyncParsableCommand {
     @Option(help: "Largest message accepted, in bytes.") var maxMessageSize = 16 << 20
     @Option(help: "Event loops (default: one per core).") var loops: Int?
     @Option(help: "Seconds between keepalive pings (default 20; 0 turns keepalive off).") var pingInterval: Double?
+    @Option(help: "Seconds a keepalive ping may go unanswered (default 20).") var pongTimeout: Double?
+    @Option(help: "Seconds to wait for the peer's close frame after ours (default 10).") var closeTimeout: Double?
+    @Option(help: "Seconds queued bytes may wait while the peer takes none before the connection is reset (default 20; 0 turns it off).")
+    var writeStallTimeout: Double?
+    @Option(help: "Bytes queued for a socket above which sending waits (default 1 MiB); the low-water mark is a quarter of it.")
+    var outboundHighWaterMark: Int?
+    @Flag(help: "Answer GET /stats (plain HTTP) with the server's statistics as JSON: open connections, queued bytes, write-stall closes.")
+    var stats = false
     @Option(help: "Relay /broadcast through this Redis to every echo-server given the same one: redis://[user:password@]host[:port][/db] or rediss://.")
     var redis: String?
     @Option(help: "Prefix of the Redis channels (with --redis).") var redisPrefix = "switchboard:"
@@ -47,6 +55,14 @@ struct EchoServer: AsyncParsableCommand {
         }
         if maxMessageSize < 1 { throw ValidationError("--max-message-size must be positive") }
         if let pingInterval, !(0...86_400).contains(pingInterval) { throw ValidationError("--ping-interval must be 0…86400 seconds") }
+        if let pongTimeout, !(0.001...86_400).contains(pongTimeout) { throw ValidationError("--pong-timeout must be 0.001…86400 seconds") }
+        if let closeTimeout, !(0.001...86_400).contains(closeTimeout) { throw ValidationError("--close-timeout must be 0.001…86400 seconds") }
+        if let writeStallTimeout, !(0...86_400).contains(writeStallTimeout) {
+            throw ValidationError("--write-stall-timeout must be 0…86400 seconds")
+        }
+        if let outboundHighWaterMark, !(4...(1 << 30)).contains(outboundHighWaterMark) {
+            throw ValidationError("--outbound-high-water-mark must be 4…1073741824 bytes")
+        }
         if noDeflate && contextTakeover { throw ValidationError("--context-takeover needs compression: drop --no-deflate") }
         if let redis {
             do { _ = try RedisURL(redis) } catch { throw ValidationError("--redis: \(error)") }
@@ -62,6 +78,16 @@ struct EchoServer: AsyncParsableCommand {
         config.shutdownTimeout = .seconds(2)
         if let pingInterval {
             config.connection.pingInterval = pingInterval > 0 ? .seconds(pingInterval) : nil
+        }
+        if let pongTimeout { config.connection.pongTimeout = .seconds(pongTimeout) }
+        if let closeTimeout { config.connection.closeTimeout = .seconds(closeTimeout) }
+        if let writeStallTimeout {
+            config.connection.writeStallTimeout = writeStallTimeout > 0 ? .seconds(writeStallTimeout) : nil
+        }
+        if let outboundHighWaterMark {
+            config.connection.outboundHighWaterMark = outboundHighWaterMark
+            config.connection.outboundLowWaterMark = outboundHighWaterMark / 4
+            config.connection.outboundLimit = max(config.connection.outboundLimit, outboundHighWaterMark)
         }
         if let tlsCert, let tlsKey {
             config.tls = TLSServerConfiguration(
@@ -80,6 +106,14 @@ struct EchoServer: AsyncParsableCommand {
             config.backplane = try RedisTopicBackplane(url: RedisURL(redis), prefix: redisPrefix, logger: redisLogger)
         }
         let server = WebSocketServer(configuration: config, logger: logger)
+        if stats {
+            server.onHTTPRequest { [server] head in
+                guard head.path == "/stats" else { return nil }
+                let s = server.statistics
+                return .json(status: 200, "{\"openConnections\":\(s.openConnections),\"queuedBytes\":\(s.queuedBytes),"
+                    + "\"writeStallCloses\":\(s.writeStallCloses),\"messagesIn\":\(s.messagesIn)}")
+            }
+        }
         // Fan-out benchmark: every message on /broadcast goes to every other /broadcast client
         // (with --redis, on every echo-server sharing the Redis).
         switch api {

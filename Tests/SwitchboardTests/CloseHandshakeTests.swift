@@ -11,6 +11,7 @@ struct CloseHandshakeTests {
     static var patient: WebSocketConfiguration {
         var c = WebSocketConfiguration()
         c.closeTimeout = .seconds(3600)
+        c.writeStallTimeout = nil
         c.pingInterval = nil
         return c
     }

@@ -134,4 +134,81 @@ struct OutboundQueueTests {
         #expect(q.drain { sink.take($0, $1) } == .empty)
         #expect(sink.written == [0x82, 3, 1, 2, 3, 0x81, 1, 65, 0x8A, 0, 0x82, 2, 7, 8])
     }
+
+    /// A producer woken at the low-water mark keeps the queue from ever emptying while a writer
+    /// takes part of it at each write: the storage must stay bounded by what is unwritten
+    /// (high-water mark plus one frame, about twice that with the moves), not grow by every byte
+    /// ever sent. Checks the order of every byte too, pongs and payloads by reference included.
+    @Test func storageStaysBoundedWhenTheQueueNeverEmpties() {
+        let highWaterMark = 64 << 10, lowWaterMark = 16 << 10, frame = 3000
+        var q = OutboundQueue()
+        var next: UInt8 = 0                   // the byte the next append starts with
+        var expected: UInt8 = 0               // the byte the writer must see next
+        var written = 0, appended = 0, maxCapacity = 0
+        var outOfOrder = 0
+        func bytes(_ n: Int) -> [UInt8] {
+            var b = [UInt8](repeating: 0, count: n)
+            for i in 0..<n { b[i] = next; next = next &+ 1 }
+            return b
+        }
+        var round = 0
+        while written < 6 << 20 {
+            round += 1
+            // The producer fills up to just above the high-water mark.
+            while q.count <= highWaterMark {
+                switch round % 3 {
+                case 0:
+                    let header = bytes(2)
+                    q.append { $0 += header }
+                    q.appendReference(bytes(frame - 2))
+                case 1:
+                    let b = bytes(frame)
+                    b.withUnsafeBytes { q.append($0) }
+                default:
+                    let b = bytes(frame)
+                    q.append { $0 += b }
+                }
+                // A pong now and then (never replacing one: that would skip bytes of the order).
+                if round % 7 == 0 && !q.holdsPong { q.setPong(bytes(6)) }
+                appended += frame
+            }
+            maxCapacity = max(maxCapacity, q.storageCapacity)
+            // The writer takes a bit at a time until the queue is at its low-water mark (where
+            // the producer wakes), never all of it.
+            while q.count > lowWaterMark {
+                var budget = 7_001
+                let result = q.drain { first, second in
+                    var taken = 0
+                    for piece in [first, second] {
+                        let n = min(piece.count, budget)
+                        for byte in piece.prefix(n) {
+                            if byte != expected { outOfOrder += 1 }
+                            expected = byte &+ 1
+                        }
+                        budget -= n
+                        taken += n
+                        if n < piece.count { break }
+                    }
+                    return .written(taken)
+                }
+                #expect(result == .blocked)
+                written += 7_001
+                maxCapacity = max(maxCapacity, q.storageCapacity)
+            }
+        }
+        #expect(outOfOrder == 0)
+        // Unbounded storage would reach the 6 MiB written; bounded, about 4 × (mark + frame).
+        #expect(maxCapacity <= 4 * (highWaterMark + frame), "storage reached \(maxCapacity) bytes")
+        var rest = 0
+        #expect(q.drain { first, second in
+            for byte in [first, second].joined() {
+                if byte != expected { outOfOrder += 1 }
+                expected = byte &+ 1
+            }
+            rest += first.count + second.count
+            return .written(first.count + second.count)
+        } == .empty)
+        #expect(outOfOrder == 0)
+        #expect(q.storageCapacity == 0)
+    }
 }

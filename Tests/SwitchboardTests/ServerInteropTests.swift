@@ -307,8 +307,10 @@ extension ServerInterop {
         let window = 8           // at most 512 KiB in flight to the Python reader (high-water mark 1 MiB)
         // The slow reader's 1013 close frame waits behind its queue until the very end, when the
         // test reads it: the close timeout (default 10 s, after which the server drops TCP and the
-        // queued close frame with it) must outlast the whole feed, however slow the build.
-        try await withTestServer({ $0.connection.closeTimeout = .seconds(3600) }, setup: { server in
+        // queued close frame with it) must outlast the whole feed, however slow the build; so
+        // must the write-stall deadline (the slow reader takes nothing).
+        try await withTestServer({ $0.connection.closeTimeout = .seconds(3600); $0.connection.writeStallTimeout = nil },
+                                 setup: { server in
             server.route("/feed") { [weak server] c in
                 server?.subscribe(c, to: "feed")
                 for await m in c.messages() {

@@ -12,6 +12,12 @@
 ///   (``appendReference(_:)``): it is written from the caller's array, after everything queued
 ///   before it, and never copied — unless more is queued behind it, which first copies it in.
 /// - Storage is released once everything has been written: an idle connection holds no buffer.
+/// - Storage is bounded by what is unwritten, not by what was ever sent: the written prefix is
+///   dropped (the unwritten rest moved to the front) by an append that finds it at least as
+///   large as the rest, so a queue that never empties (a producer woken at the low-water mark
+///   keeps it non-empty) holds at most about twice its unwritten bytes plus the frame being
+///   appended. Each byte is moved at most once per byte written before it, so this costs O(1)
+///   per byte; a queue written to empty at each flush (the fast path) never moves anything.
 struct OutboundQueue {
     /// Queued bytes; `bytes[..<offset]` are already written.
     private var bytes: [UInt8] = []
@@ -29,16 +35,31 @@ struct OutboundQueue {
     var isEmpty: Bool { count == 0 }
     /// Whether a pong waits in its slot (not yet started).
     var holdsPong: Bool { !pong.isEmpty }
+    /// Bytes of storage held (written or not): what the queue costs in memory.
+    var storageCapacity: Int { bytes.capacity + pong.capacity }
 
     /// Appends whole frames written by `body` directly into the queue's storage.
     mutating func append<E: Error>(_ body: (inout [UInt8]) throws(E) -> Void) throws(E) {
         materializeTail()
+        compactIfMostlyWritten()
         try body(&bytes)
     }
 
     mutating func append(_ raw: UnsafeRawBufferPointer) {
         materializeTail()
+        compactIfMostlyWritten()
         raw.withMemoryRebound(to: UInt8.self) { bytes.append(contentsOf: $0) }
+    }
+
+    /// Drops the written prefix of `bytes` once it is at least as large as the unwritten rest,
+    /// moving the rest (no more bytes than were written since the last move) to the front of
+    /// the same storage. Called before appending, the only time the storage grows.
+    @inline(__always)
+    private mutating func compactIfMostlyWritten() {
+        guard offset > 0, offset >= bytes.count - offset else { return }
+        bytes.removeSubrange(0..<offset)
+        if !pong.isEmpty { pongAt -= offset }
+        offset = 0
     }
 
     /// Queues `payload` by reference, to be written right after everything queued so far (its
@@ -64,6 +85,7 @@ struct OutboundQueue {
     /// queued next goes after it.
     private mutating func materializeTail() {
         guard !tail.isEmpty else { return }
+        compactIfMostlyWritten()
         if tailOffset == 0 {
             bytes += tail
         } else {

@@ -4,6 +4,7 @@ import Glibc
 import Musl
 #endif
 import CSwitchboardShims
+import Synchronization
 import SwitchboardCore
 
 /// Receives what a ``SocketChannel`` reads and how it ends. Called on the channel's loop only.
@@ -20,10 +21,15 @@ protocol SocketChannelDelegate: AnyObject {
     /// Reading stopped because the send queue is above its high-water mark (a callback route's
     /// backpressure, or a ping flood). Counted by connections; nothing to do by default.
     func channelPausedReadingForOutbound()
+    /// The peer took none of the queued bytes for the write-stall timeout
+    /// (``OutboundLimits/writeStallTick``): the channel is already closed, TCP reset. By
+    /// default reported as a `.timedOut` failure.
+    func channelWriteStalled()
 }
 
 extension SocketChannelDelegate {
     func channelPausedReadingForOutbound() {}
+    func channelWriteStalled() { channelFailed(.timedOut("write (the peer stopped reading)")) }
 }
 
 /// What happened to bytes handed to ``SocketChannel/append(exempt:_:)``.
@@ -56,7 +62,13 @@ enum OutboundStatus: Equatable {
 ///   would deadlock two full-duplex peers that both stream, each waiting for the other to read;
 /// - a ping flood stops reading whoever the owner: see ``queuePong(_:)``;
 /// - appends that may be refused get ``OutboundStatus/overLimit`` above ``limit``.
-final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Sendable {
+///
+/// A peer that stops reading: while bytes stay queued after a flush, one timer checks every
+/// ``OutboundLimits/writeStallTick`` whether the kernel took any since the last check, or the
+/// peer acknowledged any of what the kernel holds; after more than four checks without
+/// progress the TCP connection is reset (``timerFired()``).
+/// Writes only clear a counter: the fast path (a flush that writes everything) arms nothing.
+final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTimerTarget, @unchecked Sendable {
     // Safety: every member is touched only on `loop`'s thread (asserted in debug builds).
 
     // Stored properties are ordered, and sized, so that the object stays small: an idle
@@ -104,10 +116,23 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
     private var peerClosedRead = false
     private var signalWritable = false
     private var tlsHandshakeDone = false
-    private var lingerTimer: EventLoopTimer?
+    /// Write-stall checks in a row that found no progress (a write that took bytes resets it).
+    /// Fits beside the flags above.
+    private var stallTicks: UInt8 = 0
+    /// What the channel keeps only while a flush left bytes queued, or while it lingers: its
+    /// timer and what it reported (see ``BlockedWriteState``). In the slot the linger timer
+    /// had, so the object is no larger than before: a connection that keeps up carries none
+    /// of it.
+    private var blockedState: BlockedWriteState?
 
     /// The queue's water marks and limit, shared by every connection with the same settings.
-    var limits = OutboundLimits.default
+    var limits = OutboundLimits.default {
+        didSet {
+            guard let reported = blockedState?.reported, reported != 0, oldValue !== limits else { return }
+            oldValue.queuedBytes.wrappingSubtract(reported, ordering: .relaxed)
+            limits.queuedBytes.wrappingAdd(reported, ordering: .relaxed)
+        }
+    }
     /// Above this many queued bytes ``isWritable`` turns false (and, with
     /// ``pausesReadingAboveHighWaterMark``, reading stops);
     /// ``SocketChannelDelegate/channelWritable()`` is called, and reading resumes, once the
@@ -231,6 +256,21 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         guard on == inboundPaused else { return }
         inboundPaused = !on
         updateInterest()
+        if on { deliverBufferedTLSInputSoon() }
+    }
+
+    /// TLS: records read before reading stopped wait in the session (decrypting stops with the
+    /// reading, see ``deliverPlaintext(from:)``); once reading resumes they are delivered from
+    /// the loop's next turn, so that whoever resumed it (an upgrade handing the channel to its
+    /// connection) is done first, and even if no new byte arrives on the socket to wake us.
+    /// Bounded: while reading is stopped the socket is not read, so what waits is at most what
+    /// one read brought.
+    private func deliverBufferedTLSInputSoon() {
+        guard reading, tlsHandshakeDone, let tls, tls.hasBufferedInput else { return }
+        loop.execute { [self] in
+            guard reading, !isClosed, !peerClosedRead, let tls = self.tls else { return }
+            _ = deliverPlaintext(from: tls)
+        }
     }
 
     // MARK: Writing
@@ -315,7 +355,11 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         guard pause != outboundPaused else { return }
         outboundPaused = pause
         updateInterest()
-        if pause { delegate?.channelPausedReadingForOutbound() }
+        if pause {
+            delegate?.channelPausedReadingForOutbound()
+        } else {
+            deliverBufferedTLSInputSoon()
+        }
     }
 
     /// Schedules one flush at the end of the current loop iteration.
@@ -340,9 +384,12 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         } else {
             let fd = self.fd
             var failure: Int32 = 0
+            var wrote = false
             let result = queue.drain { first, second in
                 switch Socket.write(fd, first, second) {
-                case .bytes(let n): return .written(n)
+                case .bytes(let n):
+                    wrote = true
+                    return .written(n)
                 case .wouldBlock, .eof: return .written(0)
                 case .failed(let e):
                     failure = e
@@ -353,12 +400,14 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
                 fail(.io(SocketError(errno: failure, operation: "write")))
                 return
             }
+            if wrote { stallTicks = 0 }
             blocked = result == .blocked
         }
         if blocked != waitingForWritable {
             waitingForWritable = blocked
             updateInterest()
         }
+        if blocked { watchBlockedWrites() }
         afterWrite()
     }
 
@@ -414,7 +463,9 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
             let start = st.cipherOffset
             let result = st.cipherOut.withUnsafeBytes { raw in Socket.write(fd, UnsafeRawBufferPointer(rebasing: raw[start...])) }
             switch result {
-            case .bytes(let n): st.cipherOffset += n
+            case .bytes(let n):
+                st.cipherOffset += n
+                stallTicks = 0
             case .wouldBlock, .eof: return true
             case .failed(let e):
                 fail(.io(SocketError(errno: e, operation: "write")))
@@ -431,6 +482,7 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
             close()
             return
         }
+        reportQueued()
         updateOutboundPause()
         if signalWritable && pendingByteCount <= lowWaterMark {
             signalWritable = false
@@ -440,6 +492,85 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
 
     /// Remembers that a writer saw the queue above the high-water mark, so it hears when it drains.
     func requestWritableSignal() { signalWritable = true }
+
+    /// Brings this channel's share of ``OutboundLimits/queuedBytes`` up to date after a flush,
+    /// and lets the blocked-write state go once nothing is queued and no timer runs. The fast
+    /// path (nothing was queued, nothing is) has no state: one nil check.
+    @inline(__always)
+    private func reportQueued() {
+        guard let state = blockedState else { return }
+        let now = pendingByteCount
+        if now != state.reported {
+            limits.queuedBytes.wrappingAdd(now - state.reported, ordering: .relaxed)
+            state.reported = now
+        }
+        if now == 0 && state.timer == nil { blockedState = nil }
+    }
+
+    // MARK: Write-stall deadline
+
+    /// A flush left bytes the kernel would not take: makes sure they are reported (see
+    /// ``reportQueued()``) and the write-stall check runs. Only on a blocked flush; the timer,
+    /// once armed, stays until it fires (no timer operation per write).
+    private func watchBlockedWrites() {
+        let state: BlockedWriteState
+        if let blockedState {
+            state = blockedState
+        } else {
+            state = BlockedWriteState()
+            blockedState = state
+        }
+        guard state.timer == nil, let tick = limits.writeStallTick, !closeWhenFlushed, !isClosed else { return }
+        state.kernelQueuedAtCheck = Socket.unacknowledgedBytes(fd)
+        state.timer = loop.schedule(after: tick, target: self)
+    }
+
+    /// Whether the peer acknowledged bytes since the last check: the kernel wakes a writer only
+    /// once a good part of its send buffer is free, which a slow but steady reader (a few MiB
+    /// buffered, read at tens of KiB/s) can take longer than the timeout to free.
+    private func peerAcknowledgedSinceLastCheck(_ state: BlockedWriteState) -> Bool {
+        let now = Socket.unacknowledgedBytes(fd)
+        defer { state.kernelQueuedAtCheck = now }
+        return now >= 0 && state.kernelQueuedAtCheck >= 0 && now < state.kernelQueuedAtCheck
+    }
+
+    /// The channel's timer expired (``EventLoopTimerTarget``): after ``closeAfterFlush(linger:)``
+    /// the linger is over (closed, queued bytes dropped); otherwise a write-stall check. It
+    /// stops while nothing is queued, checks again while the kernel took bytes since the last
+    /// check, and resets TCP after more than four checks in a row without any
+    /// (``WebSocketConfiguration/writeStallTimeout``).
+    func timerFired() {
+        guard let state = blockedState, !isClosed else { return }
+        state.timer = nil
+        if closeWhenFlushed {
+            close()
+            return
+        }
+        guard pendingByteCount > 0 else {
+            stallTicks = 0
+            if state.reported == 0 { blockedState = nil }
+            return
+        }
+        if peerAcknowledgedSinceLastCheck(state) {
+            stallTicks = 0
+        } else if stallTicks < .max {
+            stallTicks += 1
+        }
+        if stallTicks > 4 {
+            abortStalled()
+        } else if let tick = limits.writeStallTick {
+            state.timer = loop.schedule(after: tick, target: self)
+        }
+    }
+
+    /// Resets TCP (`SO_LINGER` 0: the kernel drops its send buffer as well, and the peer gets
+    /// an RST instead of bytes it will never read), releases the queue, and tells the delegate.
+    private func abortStalled() {
+        let d = delegate
+        Socket.setLingerZero(fd)
+        close()
+        d?.channelWriteStalled()
+    }
 
     // MARK: Reading
 
@@ -501,10 +632,13 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         }
     }
 
-    /// Decrypts everything available; returns false when the channel ended.
+    /// Decrypts what is available while reading is on (records read before the delegate stopped
+    /// it wait in the session: ``deliverBufferedTLSInputSoon()``); returns false when the
+    /// channel ended.
     private func deliverPlaintext(from tls: TLSSession) -> Bool {
         let plain = loop.tlsPlaintextBuffer
         while !isClosed {
+            guard reading else { return true }
             do {
                 switch try tls.readPlaintext(into: plain) {
                 case .bytes(let n):
@@ -550,7 +684,16 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
             close()
             return
         }
-        lingerTimer = loop.schedule(after: linger) { [weak self] in self?.close() }
+        // The linger takes the timer over from a write-stall check (both end in a close).
+        let state: BlockedWriteState
+        if let blockedState {
+            state = blockedState
+        } else {
+            state = BlockedWriteState()
+            blockedState = state
+        }
+        state.timer?.cancel()
+        state.timer = loop.schedule(after: linger, target: self)
     }
 
     /// TLS only: sends close_notify once everything queued so far is written (once; nothing
@@ -565,8 +708,12 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
     func close() {
         guard !isClosed else { return }
         isClosed = true
-        lingerTimer?.cancel()
-        lingerTimer = nil
+        if let state = blockedState {
+            state.timer?.cancel()
+            state.timer = nil
+            if state.reported != 0 { limits.queuedBytes.wrappingSubtract(state.reported, ordering: .relaxed) }
+            blockedState = nil
+        }
         if slot >= 0 { loop.deregister(fd: fd, slot: slot) }
         Socket.close(fd)
         tlsState = nil
@@ -587,6 +734,20 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, @unchecked Se
         }
         d?.channelFailed(error)
     }
+}
+
+/// What a ``SocketChannel`` keeps only while a flush left bytes queued (or while it lingers
+/// after ``SocketChannel/closeAfterFlush(linger:)``), so that a connection that keeps up does
+/// not carry it: allocated on a blocked flush, released once nothing is queued and its timer
+/// has fired, or at close.
+final class BlockedWriteState {
+    /// The write-stall check, or the linger deadline once the channel is closing.
+    var timer: EventLoopTimer?
+    /// Bytes the channel added to ``OutboundLimits/queuedBytes``.
+    var reported = 0
+    /// The kernel's unacknowledged bytes at the last write-stall check (-1: unknown): a peer
+    /// that reads shrinks it even while the socket stays too full to wake us for writing.
+    var kernelQueuedAtCheck: Int32 = -1
 }
 
 /// A TLS channel's session and the state only TLS needs, kept out of ``SocketChannel`` itself

@@ -36,6 +36,7 @@ final class ConnectionCounters: Sendable {
     let bytesInTotal = Atomic<Int>(0)
     let bytesOutTotal = Atomic<Int>(0)
     let slowConsumers = Atomic<Int>(0)
+    let writeStallCloses = Atomic<Int>(0)
 
     /// A data message arrived with `bytes` of payload.
     func messageIn(bytes: Int) {
@@ -52,6 +53,11 @@ final class ConnectionCounters: Sendable {
     func slowConsumerClosed() {
         slowConsumers.wrappingAdd(1, ordering: .relaxed)
         metrics?.slowConsumerClosed()
+    }
+    /// A connection was aborted because its peer took no queued byte for the write-stall timeout.
+    func writeStallClosed() {
+        writeStallCloses.wrappingAdd(1, ordering: .relaxed)
+        metrics?.writeStallClosed()
     }
     /// Reading stopped because a queue was above its high-water mark (a metric only).
     func backpressurePaused() { metrics?.backpressurePaused() }

@@ -1,3 +1,4 @@
+import Synchronization
 import SwitchboardCore
 
 /// Every limit and timeout of a WebSocket connection, in one value (client and server).
@@ -61,6 +62,26 @@ public struct WebSocketConfiguration: Sendable, Equatable {
     /// closing with 1011 (default 20 s). The connection's error is then `.timedOut`.
     public var pongTimeout: Duration = .seconds(20)
 
+    /// How long bytes may wait in the outbound queue while the peer takes none of them before
+    /// the connection is aborted (default 20 s; nil turns it off): TCP is reset (`SO_LINGER` 0,
+    /// the kernel's send buffer dropped too), every buffer is released, and the connection ends
+    /// with the local status 1006 and a ``SwitchboardError`` of kind `.timedOut`, counted in
+    /// ``WebSocketServer/Statistics/writeStallCloses``. It is the deadline of a peer that stops
+    /// reading: without it, such a peer (which never answers a keepalive ping either, but
+    /// whose pong we are not reading, so that wait restarts) holds its queues, kernel buffers
+    /// and descriptor for ever.
+    ///
+    /// Progress is what counts, not emptiness: a write that takes bytes, or the peer
+    /// acknowledging bytes the kernel holds for it (`SIOCOUTQ` shrinking: the kernel wakes a
+    /// writer only once a good part of its send buffer is free), so a slow reader that keeps
+    /// reading is never closed by it. The check runs only while bytes are queued (one timer per such
+    /// connection, ticking at a quarter of the timeout), so a connection is closed between the
+    /// timeout and 1.25 × the timeout after its last progress. 20 s, like the keepalive: far
+    /// beyond any pause of a live peer on a congested path (TCP's own retransmission backs off
+    /// for longer only on a path that is already failing), short enough that a silent peer is
+    /// gone before it matters.
+    public var writeStallTimeout: Duration? = .seconds(20)
+
     /// How long the opening handshake (TCP connect excluded for clients) may take (default 10 s).
     public var handshakeTimeout: Duration = .seconds(10)
 
@@ -75,8 +96,8 @@ public struct WebSocketConfiguration: Sendable, Equatable {
     public init() {}
 
     /// Every default: 16 MiB frames and messages, 1 MiB lines, 1 MiB / 256 KiB water marks,
-    /// 16 MiB outbound limit, 20 s pings and pong timeout, 10 s handshake and close timeouts,
-    /// no compression.
+    /// 16 MiB outbound limit, 20 s pings, pong timeout and write-stall timeout, 10 s handshake
+    /// and close timeouts, no compression.
     public static let `default` = WebSocketConfiguration()
 }
 
@@ -88,23 +109,35 @@ final class SharedWebSocketConfiguration: Sendable {
     init(_ value: WebSocketConfiguration) {
         self.value = value
         outboundLimits = OutboundLimits(highWaterMark: value.outboundHighWaterMark,
-                                        lowWaterMark: value.outboundLowWaterMark, limit: value.outboundLimit)
+                                        lowWaterMark: value.outboundLowWaterMark, limit: value.outboundLimit,
+                                        writeStallTimeout: value.writeStallTimeout)
     }
 }
 
-/// A ``SocketChannel``'s outbound water marks and limit (see ``SocketChannel/highWaterMark``):
-/// one instance per configuration, referenced by every channel that uses it.
+/// A ``SocketChannel``'s outbound water marks, limit and write-stall deadline (see
+/// ``SocketChannel/highWaterMark``): one instance per configuration, referenced by every channel
+/// that uses it, which also add up there the bytes they hold queued (``queuedBytes``).
 final class OutboundLimits: Sendable {
     let highWaterMark: Int
     let lowWaterMark: Int
     let limit: Int
+    /// The interval of the write-stall check, a quarter of
+    /// ``WebSocketConfiguration/writeStallTimeout`` (nil: no deadline): a channel whose queue
+    /// made no progress for more than four of them is aborted.
+    let writeStallTick: Duration?
+    /// Bytes left queued after the last flush, summed over the channels using these limits
+    /// (each adds its own after every flush that changes it, and takes it back when it
+    /// closes): what ``WebSocketServer/Statistics/queuedBytes`` reports.
+    let queuedBytes = Atomic<Int>(0)
 
-    init(highWaterMark: Int, lowWaterMark: Int, limit: Int) {
+    init(highWaterMark: Int, lowWaterMark: Int, limit: Int, writeStallTimeout: Duration? = nil) {
         self.highWaterMark = highWaterMark
         self.lowWaterMark = lowWaterMark
         self.limit = limit
+        self.writeStallTick = writeStallTimeout.map { max($0 / 4, .milliseconds(1)) }
     }
 
-    /// 1 MiB high, 256 KiB low, 16 MiB limit: the channel's own defaults.
+    /// 1 MiB high, 256 KiB low, 16 MiB limit, no write-stall deadline: the channel's own
+    /// defaults before a connection sets its own (a handshake has its own timeout).
     static let `default` = OutboundLimits(highWaterMark: 1 << 20, lowWaterMark: 256 << 10, limit: 16 << 20)
 }

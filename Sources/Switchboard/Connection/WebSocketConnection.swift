@@ -485,6 +485,21 @@ extension WebSocketConnection: SocketChannelDelegate {
         counters?.backpressurePaused()
     }
 
+    /// The peer took none of our queued bytes for ``WebSocketConfiguration/writeStallTimeout``:
+    /// the channel reset TCP and released its queue. Ends with 1006 (no close handshake could
+    /// get through) and `.timedOut`, unless the close handshake had already completed.
+    nonisolated func channelWriteStalled() {
+        assumeIsolated { conn in
+            conn.counters?.writeStallClosed()
+            if conn.proto.state != .closed {
+                let timeout = conn.configuration.writeStallTimeout ?? .zero
+                conn.error = .timedOut("write (the peer took no bytes for \(timeout))")
+                conn.closeStatus = WebSocketCloseStatus(code: .abnormalClosure, reason: "", error: nil)
+            }
+            conn.transportDidClose()
+        }
+    }
+
     nonisolated func channelWritable() {
         assumeIsolated { conn in
             let waiters = conn.sendWaiters

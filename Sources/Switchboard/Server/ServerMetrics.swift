@@ -46,6 +46,7 @@ final class ServerMetrics: Sendable {
     private let bytesOut: Counter
     private let backpressurePauses: Counter
     private let slowConsumerCloses: Counter
+    private let writeStallCloses: Counter
     private let pingRoundTrip: Timer
     private let handlerErrors: Counter
     /// Instruments with a label taken from a bounded set, made on first use.
@@ -68,6 +69,7 @@ final class ServerMetrics: Sendable {
         bytesOut = Counter(label: "switchboard_message_bytes_total", dimensions: [("direction", "out")], factory: factory)
         backpressurePauses = Counter(label: "switchboard_backpressure_pauses_total", factory: factory)
         slowConsumerCloses = Counter(label: "switchboard_slow_consumer_closes_total", factory: factory)
+        writeStallCloses = Counter(label: "switchboard_write_stall_closes_total", factory: factory)
         pingRoundTrip = Timer(label: "switchboard_ping_round_trip", factory: factory)
         handlerErrors = Counter(label: "switchboard_handler_errors_total", factory: factory)
     }
@@ -102,6 +104,7 @@ final class ServerMetrics: Sendable {
 
     func backpressurePaused() { backpressurePauses.increment() }
     func slowConsumerClosed() { slowConsumerCloses.increment() }
+    func writeStallClosed() { writeStallCloses.increment() }
     func handlerFailed() { handlerErrors.increment() }
     func pingAnswered(after rtt: Duration) { pingRoundTrip.recordNanoseconds(Int64(clamping: rtt.nanosecondsClamped)) }
 
@@ -122,6 +125,7 @@ final class ServerMetrics: Sendable {
     func messageOut(bytes: Int) {}
     func backpressurePaused() {}
     func slowConsumerClosed() {}
+    func writeStallClosed() {}
     func handlerFailed() {}
     func pingAnswered(after rtt: Duration) {}
     #endif

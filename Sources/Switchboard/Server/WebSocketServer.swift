@@ -745,6 +745,12 @@ public final class WebSocketServer: Sendable {
         public var topicHistories: Int = 0
         /// Payload bytes those histories keep.
         public var topicHistoryBytes: Int = 0
+        /// Connections aborted because their peer took none of the queued bytes for
+        /// ``WebSocketConfiguration/writeStallTimeout`` (also `switchboard_write_stall_closes_total`).
+        public var writeStallCloses: Int = 0
+        /// Bytes waiting in the connections' outbound queues after their last write (what the
+        /// kernel would not take yet; 0 when every peer keeps up).
+        public var queuedBytes: Int = 0
     }
 
     /// The counters now (each read on its own, so the snapshot is not atomic as a whole).
@@ -762,7 +768,9 @@ public final class WebSocketServer: Sendable {
                    topicResumesRecovered: topics.resumesRecovered.load(ordering: .relaxed),
                    topicResumesFailed: topics.resumesFailed.load(ordering: .relaxed),
                    topicHistories: usage.topics,
-                   topicHistoryBytes: usage.bytes)
+                   topicHistoryBytes: usage.bytes,
+                   writeStallCloses: counters.writeStallCloses.load(ordering: .relaxed),
+                   queuedBytes: sharedConnectionConfiguration.outboundLimits.queuedBytes.load(ordering: .relaxed))
     }
 }
 

@@ -139,6 +139,20 @@ enum Socket {
         }
     }
 
+    /// `SO_LINGER` on with a zero timeout: the next `close` resets the connection (RST) and
+    /// drops whatever the kernel still had to send, instead of keeping it until the peer reads.
+    static func setLingerZero(_ fd: Int32) {
+        var value = linger(l_onoff: 1, l_linger: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &value, socklen_t(MemoryLayout<linger>.size))
+    }
+
+    /// Bytes in the kernel's send queue, not yet acknowledged by the peer (`SIOCOUTQ`), or -1
+    /// if unknown. Shrinks while the peer reads, even when no new write fits.
+    static func unacknowledgedBytes(_ fd: Int32) -> Int32 {
+        var value: Int32 = 0
+        return ioctl(fd, UInt(TIOCOUTQ), &value) == 0 ? value : -1
+    }
+
     static func close(_ fd: Int32) {
         systemClose(fd)
     }

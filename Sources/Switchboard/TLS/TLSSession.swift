@@ -209,6 +209,10 @@ final class TLSSession {
 
     var hasPendingCiphertext: Bool { BIO_ctrl_pending(writeBIO) > 0 }
 
+    /// Whether received input waits to be decrypted by ``readPlaintext(into:)``: ciphertext not
+    /// yet processed, or plaintext of a record already decrypted.
+    var hasBufferedInput: Bool { BIO_ctrl_pending(readBIO) > 0 || SSL_pending(ssl) > 0 }
+
     // MARK: - Handshake
 
     /// Drives the handshake. Drain ciphertext afterwards whatever the outcome.
