@@ -27,9 +27,11 @@ package final class StreamConnection: SocketChannelDelegate, @unchecked Sendable
     /// Connects to `host:port` (TLS when `tls` is given, verified against `host` or the
     /// configuration's `serverNameOverride`). `timeout` covers the TCP connection of each
     /// address and then the TLS handshake; the connection lives on `loop`. Throws ``SwitchboardError`` (dns, connect, timedOut,
-    /// tls, certificatePinning, cancelled). Writes are refused once `outboundLimit` bytes wait.
+    /// tls, certificatePinning, cancelled). Writes are refused once `outboundLimit` bytes wait;
+    /// a peer that takes none of the queued bytes for `writeStallTimeout` is reset (nil: never).
     package static func connect(host: String, port: Int, tls: TLSConfiguration?, timeout: Duration,
-                                outboundLimit: Int = 16 << 20, on loop: EventLoop) async throws -> StreamConnection {
+                                outboundLimit: Int = 16 << 20, writeStallTimeout: Duration? = .seconds(20),
+                                on loop: EventLoop) async throws -> StreamConnection {
         let bare = SocketAddress.hostWithoutBrackets(host)
         let addresses = try await SocketAddress.resolve(host: bare, port: port)
         try Task.checkCancellation()
@@ -42,7 +44,9 @@ package final class StreamConnection: SocketChannelDelegate, @unchecked Sendable
         let connection = StreamConnection(loop: loop)
         let attempt = StreamConnectAttempt()
         let high = max(1, min(1 << 20, outboundLimit))
-        let limits = OutboundLimits(highWaterMark: high, lowWaterMark: high / 4, limit: max(high, outboundLimit))
+        // A peer that stops reading is reset after `writeStallTimeout`, as WebSocket connections are.
+        let limits = OutboundLimits(highWaterMark: high, lowWaterMark: high / 4, limit: max(high, outboundLimit),
+                                    writeStallTimeout: writeStallTimeout)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<StreamConnection, Error>) in
                 loop.execute {
@@ -102,7 +106,7 @@ package final class StreamConnection: SocketChannelDelegate, @unchecked Sendable
     }
 }
 
-/// One connection attempt of ``StreamConnection/connect(host:port:tls:timeout:outboundLimit:on:)``:
+/// One connection attempt of ``StreamConnection/connect(host:port:tls:timeout:outboundLimit:writeStallTimeout:on:)``:
 /// the dial, then the TLS handshake. Loop-confined.
 private final class StreamConnectAttempt: @unchecked Sendable {
     // Safety: touched only on the connection's loop.
