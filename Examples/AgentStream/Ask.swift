@@ -183,7 +183,7 @@ final class Renderer: @unchecked Sendable {
 /// not arrived within 1.5 s; a second one exits at once (130).
 final class Interrupt: Sendable {
     private let channel: Channel
-    private let state = Mutex<(source: DispatchSourceSignal?, count: Int)>((nil, 0))
+    private let state = Protected<(source: DispatchSourceSignal?, count: Int)>((nil, 0))
     private let queue = DispatchQueue(label: "agent-stream.sigint")
 
     init(channel: Channel) { self.channel = channel }

@@ -138,56 +138,38 @@ struct CommandAgent: Agent {
 }
 
 /// A pipe's bytes as lines (split with `LineBuffer`; a final unterminated line is delivered
-/// too, and the stream finishes at end of file).
+/// too, and the stream finishes at end of file). A dedicated thread does blocking reads, so end
+/// of file is always seen.
 ///
-/// No thread waits on the pipe: the descriptor is non-blocking and a read source on a serial
-/// queue of its own reads what is there (64 KiB a turn) when it is readable. A reader thread per
-/// pipe (two per agent process) put 500 threads in a server at its 256-session cap.
-final class PipeLines: @unchecked Sendable {
-    // Safety: `buffer`, `chunk` and `source` are touched only on `queue`, where the source's
-    // handlers run; `init` sets them up before the source starts.
+/// Two threads per agent process (stdout and stderr), bounded by the session cap. Dispatch read
+/// sources instead (no thread waiting) crashed inside libdispatch's event loop under
+/// ThreadSanitizer when sessions were evicted at the cap (SEGV in `_dispatch_event_loop_drain`),
+/// so the blocking reader stays until that is understood.
+final class PipeLines: Sendable {
     let stream: AsyncStream<[UInt8]>
-    private let continuation: AsyncStream<[UInt8]>.Continuation
-    private let queue = DispatchQueue(label: "agent-stream.pipe")
-    private let handle: FileHandle
-    private let label: String
-    private var buffer = LineBuffer(maxLineLength: 4 << 20)
-    private var chunk = [UInt8](repeating: 0, count: 65536)
-    private var source: (any DispatchSourceRead)?
 
     init(_ handle: FileHandle, label: String) {
-        (stream, continuation) = AsyncStream.makeStream(of: [UInt8].self)
-        self.handle = handle
-        self.label = label
+        let (stream, continuation) = AsyncStream.makeStream(of: [UInt8].self)
+        self.stream = stream
         let fd = handle.fileDescriptor
-        let flags = fcntl(fd, F_GETFL)
-        if flags >= 0 { _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK) }
-        let readable = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-        source = readable
-        readable.setEventHandler { [self] in readAvailable(fd) }
-        // The descriptor is closed once the source no longer watches it.
-        readable.setCancelHandler { [handle] in try? handle.close() }
-        readable.resume()
-    }
-
-    /// One read; end of file (or an error other than "nothing yet") ends the stream.
-    private func readAvailable(_ fd: Int32) {
-        guard let source else { return }
-        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if n < 0, errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK { return }
-        guard n > 0 else {
+        Thread.detachNewThread {
+            var buffer = LineBuffer(maxLineLength: 4 << 20)
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n < 0, errno == EINTR { continue }
+                if n <= 0 { break }
+                do {
+                    try buffer.append(Array(chunk[0..<n]))
+                } catch {
+                    log("agent \(label): \(error); line dropped")
+                }
+                while let line = buffer.nextLine() { continuation.yield(line) }
+            }
             if let rest = buffer.finish(), !rest.isEmpty { continuation.yield(rest) }
             continuation.finish()
-            source.cancel()
-            self.source = nil
-            return
+            try? handle.close()
         }
-        do {
-            try buffer.append(Array(chunk[0..<n]))
-        } catch {
-            log("agent \(label): \(error); line dropped")
-        }
-        while let line = buffer.nextLine() { continuation.yield(line) }
     }
 }
 

@@ -187,7 +187,7 @@ struct Serve: AsyncParsableCommand {
 /// Logs refused sessions with the gauges, at most once a second (a client hammering the caps
 /// cannot flood the log).
 final class RefusalLog: Sendable {
-    private let last = Mutex<ContinuousClock.Instant?>(nil)
+    private let last = Protected<ContinuousClock.Instant?>(nil)
 
     func note(_ registry: SessionRegistry) {
         let now = ContinuousClock.now

@@ -1,4 +1,5 @@
 import Foundation
+import ExampleSupport
 import Synchronization
 import Switchboard
 import SwitchboardCore
@@ -35,9 +36,9 @@ struct ClientKey: Hashable, Sendable {
 
 /// A client's message rate across all its sessions (a message must also pass its session's own).
 final class ClientRateLimiter: Sendable {
-    private let bucket: Mutex<TokenBucket>
+    private let bucket: Protected<TokenBucket>
 
-    init(rate: Double, burst: Int) { bucket = Mutex(TokenBucket(rate: rate, burst: burst)) }
+    init(rate: Double, burst: Int) { bucket = Protected(TokenBucket(rate: rate, burst: burst)) }
 
     /// Takes a token: nil when allowed, else the seconds until one is available.
     func take() -> Double? { bucket.withLock { $0.take() } }
@@ -99,7 +100,7 @@ final class SessionRegistry: Sendable {
         case full(SessionAdmission)
     }
 
-    private let state = Mutex(State())
+    private let state = Protected(State())
     private let caps: SessionCaps
     private let clientRate: (rate: Double, burst: Int)
     private let make: @Sendable (_ id: String, _ identity: String?, _ limiter: ClientRateLimiter?,

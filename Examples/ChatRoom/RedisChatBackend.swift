@@ -1,5 +1,6 @@
 import ChatRoomCore
 import Foundation
+import ExampleSupport
 import Logging
 import Switchboard
 import SwitchboardRedis
@@ -484,7 +485,7 @@ final class AtomicFlag: Sendable {
 
 /// The newest message id this process delivered, per room with local members.
 final class LastSeenIDs: Sendable {
-    private let ids = Mutex<[String: Int64]>([:])
+    private let ids = Protected<[String: Int64]>([:])
 
     func saw(_ id: Int64, in room: String) {
         ids.withLock { if id > $0[room] ?? -1 { $0[room] = id } }
@@ -500,7 +501,7 @@ final class LastSeenIDs: Sendable {
 /// The backend, for the Redis client's state handler (set right after the client is made).
 private final class ResyncTrigger: Sendable {
     private struct Reference { weak var backend: RedisChatBackend? }
-    private let reference = Mutex(Reference())
+    private let reference = Protected(Reference())
 
     var backend: RedisChatBackend? {
         get { reference.withLock { $0.backend } }
