@@ -1,4 +1,7 @@
+// The fuzzer compiles RESP/ into one module with SwitchboardCore's sources (scripts/fuzz).
+#if canImport(SwitchboardCore)
 import SwitchboardCore
+#endif
 
 /// Where a Redis server is: `redis://[[username][:password]@]host[:port][/database]`, or
 /// `rediss://…` for TLS. Its `description`, `debugDescription` and mirror never show the password.
