@@ -11,6 +11,7 @@ import SwitchboardTestSupport
 /// - `refresh tok-N`: a valid token moves the connection's deadline to its expiry
 ///   (`extendAuthentication(until:)`) and is answered `refreshed`; else `invalid_token`;
 /// - `deadline`: answered `deadline <ms since 1970>` or `deadline none`;
+/// - `close N`: closes the connection with code N (e.g. 1012, which a client retries);
 /// - anything else: `echo <line>`.
 /// It records the tokens of every upgrade and refresh, and the close code of every connection.
 final class ExpiringTokenServer: Sendable {
@@ -73,7 +74,8 @@ final class ExpiringTokenServer: Sendable {
             server.route("/v1/ws", authenticate: authenticate) { connection in
                 opened(connection)
                 for await line in connection.lines() {
-                    let answer = Self.answer(String(decoding: line, as: UTF8.self), on: connection, state: state)
+                    guard let answer = Self.answer(String(decoding: line, as: UTF8.self), on: connection,
+                                                   state: state) else { continue }
                     try? await connection.send(text: answer + "\n")
                 }
             }
@@ -83,7 +85,7 @@ final class ExpiringTokenServer: Sendable {
                 onMessage: { connection, message in
                     guard let text = message.text else { return }
                     for line in text.split(separator: "\n") {
-                        let answer = Self.answer(String(line), on: connection, state: state)
+                        guard let answer = Self.answer(String(line), on: connection, state: state) else { continue }
                         _ = try connection.sendNow(.text(Array((answer + "\n").utf8)))
                     }
                 }))
@@ -92,7 +94,11 @@ final class ExpiringTokenServer: Sendable {
     }
 
     private static func answer(_ line: String, on connection: isolated WebSocketConnection,
-                               state: TestLock<State>) -> String {
+                               state: TestLock<State>) -> String? {
+        if line.hasPrefix("close "), let code = UInt16(line.dropFirst("close ".count)) {
+            connection.startClose(code: WebSocketCloseCode(rawValue: code), reason: "")
+            return nil
+        }
         if line.hasPrefix("refresh ") {
             let token = String(line.dropFirst("refresh ".count))
             let expiry: Date?? = state.withLock { s in
