@@ -206,6 +206,25 @@ struct TokenRefreshTests {
         await server.stop()
     }
 
+    /// A provider that hands out an already expired token does not start a busy loop of
+    /// refreshes: the refresh stops, and the server's 4001 ends the connection.
+    @Test func anExpiredTokenFromTheProviderStopsTheRefreshing() async throws {
+        let server = try await ExpiringTokenServer()
+        let lifetime = TestEnvironment.sized(Duration.milliseconds(1000), tsan: .seconds(4))
+        let provider = Provider(server, [.token(lifetime), .token(.seconds(-1))])
+        let log = TestLock<[String]>([])
+        let adapter = SocketAdapter(logger: capturingLogger(log), tokenProvider: provider.next,
+                                    refreshCommand: { "refresh \($0.value)" })
+        let lines = try await adapter.connect(to: try server.endpoint())
+        var received: [String] = []
+        for await line in lines { received.append(String(decoding: line, as: UTF8.self)) }
+        #expect(received == ["invalid_token"])
+        #expect(await adapter.closeStatus?.code == .tokenExpired)
+        #expect(provider.calls == 2)
+        #expect(log.withLock { $0.contains { $0.contains("returned an expired token") } })
+        await server.stop()
+    }
+
     /// 4001 and 401 are retried only with a token provider; 429 and a failing provider never.
     @Test func authenticationFailuresAreRetriedOnlyWithAProvider() {
         for provider in [true, false] {
