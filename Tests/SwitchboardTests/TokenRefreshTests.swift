@@ -11,6 +11,10 @@ import SwitchboardTestSupport
 /// token never reaches the adapter's logs or states.
 @Suite(.timeLimit(.minutes(2)))
 struct TokenRefreshTests {
+    /// A short token lifetime: long enough for the upgrade and a first exchange to get through
+    /// before it ends, on a loaded machine too (under ThreadSanitizer everything is 5-10x slower).
+    static let short = TestEnvironment.sized(Duration.milliseconds(300), tsan: .seconds(2))
+
     /// Hands out the server's tokens with the lifetimes given in turn (the last one repeated),
     /// or throws where the script says so; counts the calls.
     final class Provider: Sendable {
@@ -103,7 +107,7 @@ struct TokenRefreshTests {
     /// and a reconnect policy the adapter reconnects with a new token.
     @Test func withoutARefreshCommandA4001IsRetriedWithANewToken() async throws {
         let server = try await ExpiringTokenServer()
-        let provider = Provider(server, [.token(.milliseconds(300)), .token(.seconds(60))])
+        let provider = Provider(server, [.token(Self.short), .token(.seconds(60))])
         let adapter = SocketAdapter(reconnect: Self.quickRetry, tokenProvider: provider.next)
         let states = States(adapter)
         let lines = try await adapter.connect(to: try server.endpoint())
@@ -124,7 +128,7 @@ struct TokenRefreshTests {
     /// refused.
     @Test func withoutAProviderA4001IsFinal() async throws {
         let server = try await ExpiringTokenServer()
-        let token = server.issue(lifetime: .milliseconds(300))
+        let token = server.issue(lifetime: Self.short)
         let adapter = SocketAdapter(reconnect: Self.quickRetry)
         let states = States(adapter)
         let lines = try await adapter.connect(to: try server.endpoint(headers: [("Authorization", "Bearer \(token.value)")]))
