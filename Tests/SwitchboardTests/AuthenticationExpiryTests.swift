@@ -98,4 +98,26 @@ struct AuthenticationExpiryTests {
         #expect(await serverEventually { server.closeCodes.sorted() == [4001, 4001] }, "\(server.closeCodes)")
         await server.stop()
     }
+
+    /// The deadline's timer holds its connection only until the connection closes: a
+    /// connection closed long before its deadline is freed at once, not when the timer would
+    /// have fired.
+    @Test(arguments: [ExpiringTokenServer.Style.task, .callbacks])
+    func aConnectionClosedBeforeItsDeadlineIsReleased(style: ExpiringTokenServer.Style) async throws {
+        struct WeakConnection { weak var value: WebSocketConnection? }
+        let weak = TestLock(WeakConnection())
+        let server = try await ExpiringTokenServer(style: style, onOpen: { connection in
+            weak.withLock { $0.value = connection }
+        })
+        let token = server.issue(lifetime: .seconds(600))
+        let adapter = SocketAdapter()
+        let lines = try await adapter.connect(to: try server.endpoint(headers: [("Authorization", "Bearer \(token.value)")]))
+        try await adapter.send(text: "deadline\n")
+        var iterator = lines.makeAsyncIterator()
+        #expect(await iterator.next() != nil)
+        await adapter.close()
+        #expect(await serverEventually { server.closeCodes == [1000] }, "\(server.closeCodes)")
+        #expect(await serverEventually { weak.withLock { $0.value == nil } }, "the closed connection is still referenced")
+        await server.stop()
+    }
 }
