@@ -36,7 +36,8 @@ struct BrowserTests {
         defer { server.child.signal(SIGKILL) }
         let browser = try ChildProcess(executable: URL(fileURLWithPath: "/usr/bin/env"),
                                        arguments: ["python3", "-u", ChatPaths.peers.appendingPathComponent("browser_token.py").path,
-                                                   server.httpURL, ChatTokenTests.secret])
+                                                   server.httpURL, ChatTokenTests.secret,
+                                                   ChatTokenTests.isThreadSanitized ? "20" : "10"])
         defer { browser.signal(SIGKILL) }
         let status = await browser.waitForExit(timeout: .seconds(240))
         #expect(status == 0, """

@@ -42,6 +42,18 @@ struct ChatTokenTests {
 
     static func exp(of token: String) throws -> Date { try #require(TokenExpiry.of(token)) }
 
+    /// True under ThreadSanitizer (its runtime exports `__tsan_init`): the server and the
+    /// clients run 5-10x slower, so the short token lifetimes below grow.
+    static let isThreadSanitized: Bool = {
+        guard let main = dlopen(nil, RTLD_NOW) else { return false }
+        return dlsym(main, "__tsan_init") != nil
+    }()
+
+    /// A lifetime the upgrade and a first exchange get through before it ends (2 s; 6 s under
+    /// ThreadSanitizer), and one with room for a refresh at 80% (3 s; 8 s).
+    static let short: Duration = isThreadSanitized ? .seconds(6) : .seconds(2)
+    static let refreshable: Duration = isThreadSanitized ? .seconds(8) : .seconds(3)
+
     /// Waits (on the clock: what is tested is that a deadline passed) until `date` is past.
     static func waitUntilPast(_ date: Date) async throws {
         while Date() <= date { try await Task.sleep(for: .milliseconds(50)) }
@@ -50,7 +62,7 @@ struct ChatTokenTests {
     @Test func connectionWhoseTokenExpiresIsClosedWith4001() async throws {
         let server = try await Self.server()
         defer { server.child.signal(SIGKILL) }
-        let token = Self.token(sub: "u1", name: "alice", lifetime: .seconds(2))
+        let token = Self.token(sub: "u1", name: "alice", lifetime: Self.short)
         let alice = try await TestPeer.connect("alice", url: server.wsURL, token: token)
         try await alice.send(.join(room: "r", user: nil))
         #expect(try await alice.expect("presence") { $0.type == "presence" }.users == ["alice"])
@@ -63,7 +75,7 @@ struct ChatTokenTests {
     @Test func refreshWithTheSameSubjectMovesTheDeadline() async throws {
         let server = try await Self.server()
         defer { server.child.signal(SIGKILL) }
-        let first = Self.token(sub: "u1", name: "alice", lifetime: .seconds(2))
+        let first = Self.token(sub: "u1", name: "alice", lifetime: Self.short)
         let alice = try await TestPeer.connect("alice", url: server.wsURL, token: first)
         try await alice.send(.join(room: "r", user: nil))
         try await alice.expect("history") { $0.type == "history" }
@@ -82,7 +94,7 @@ struct ChatTokenTests {
     @Test func refreshWithAnotherSubjectIsRefusedAndTheOldDeadlineHolds() async throws {
         let server = try await Self.server()
         defer { server.child.signal(SIGKILL) }
-        let first = Self.token(sub: "u1", name: "alice", lifetime: .seconds(3))
+        let first = Self.token(sub: "u1", name: "alice", lifetime: Self.refreshable)
         let alice = try await TestPeer.connect("alice", url: server.wsURL, token: first)
         try await alice.send(.refresh(token: Self.token(sub: "u2", name: "alice")))
         let other = try await alice.expectError(code: "invalid_token", type: "authentication_error")
@@ -102,8 +114,8 @@ struct ChatTokenTests {
         defer { server.child.signal(SIGKILL) }
         let issued = TestLock<[String]>([])
         let socket = SocketAdapter(tokenProvider: {
-            // 3 s (whole seconds: 2 to 3 s of life): room for a loaded machine to refresh at 80%.
-            let token = Self.token(sub: "u1", name: "alice", lifetime: .seconds(3))
+            // Whole seconds (2 to 3 s of life): room for a loaded machine to refresh at 80%.
+            let token = Self.token(sub: "u1", name: "alice", lifetime: Self.refreshable)
             issued.withLock { $0.append(token) }
             return SocketToken(token, expiresAt: TokenExpiry.of(token))
         }, refreshCommand: { ChatCommand.refresh(token: $0.value).message })
@@ -235,13 +247,13 @@ struct ChatTokenTests {
         let started = Date()
         let alice = try ChildProcess(executable: try ChatPaths.binary(), arguments: [
             "join", "--url", server.wsURL, "--room", "general", "--no-reconnect",
-            "--token-command", "python3 '\(mint)' '\(Self.secret)' u1 alice 3",
+            "--token-command", "python3 '\(mint)' '\(Self.secret)' u1 alice \(Self.refreshable.components.seconds)",
         ])
         defer { alice.signal(SIGKILL) }
         try await alice.waitForLine("presence line") { $0 == "[general] users: bob, alice" }
         try await alice.waitForLine("a refresh") { $0 == "* token refreshed" }
-        // Past any first token's exp (at most 3 s after the start): still connected.
-        try await Self.waitUntilPast(started.addingTimeInterval(4))
+        // Past any first token's exp (at most one lifetime after the start): still connected.
+        try await Self.waitUntilPast(started.addingTimeInterval(Double(Self.refreshable.components.seconds) + 1))
         alice.write("still here\n")
         let m = try await bob.expect("alice's message") { $0.type == "message" && $0.text == "still here" }
         #expect(m.user == "alice")

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The chat page with a token, in headless Chromium (Selenium + chromedriver).
 
-Usage: browser_token.py HTTP_URL SECRET
-Mints a 10-second HS256 token for sub u1, name alice (mint_token.py), opens HTTP_URL#token=…,
+Usage: browser_token.py HTTP_URL SECRET [LIFETIME_SECONDS]
+Mints a 10-second (or LIFETIME_SECONDS) HS256 token for sub u1, name alice (mint_token.py), opens HTTP_URL#token=…,
 checks the fragment left the address bar, joins without typing a name (the token's name is
 taken), and has the refresh hook (window.switchboardChat.getToken, installed through DevTools
 before the page's scripts run) hand over a long-lived token: the page must send `refresh`, get
@@ -24,7 +24,7 @@ except ImportError:
 from mint_token import mint
 
 
-def main(url, secret):
+def main(url, secret, lifetime):
     try:
         d = start_browser()
     except Exception as e:  # noqa: BLE001
@@ -36,7 +36,7 @@ def main(url, secret):
         later = mint(secret, "u1", "alice", 600)
         hook = "window.switchboardChat = { calls: 0, getToken: async () => { window.switchboardChat.calls += 1; return %s; } };"
         d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": hook % json.dumps(later)})
-        first = mint(secret, "u1", "alice", 10)
+        first = mint(secret, "u1", "alice", lifetime)
         first_exp = json.loads(__import__("base64").urlsafe_b64decode(first.split(".")[1] + "==="))["exp"]
         d.get(url + "#token=" + first)
         wait.until(EC.element_to_be_clickable((By.ID, "join")))
@@ -72,4 +72,4 @@ def main(url, secret):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(sys.argv[1], sys.argv[2], float(sys.argv[3]) if len(sys.argv) > 3 else 10))
