@@ -221,6 +221,29 @@ struct ChatTokenTests {
         #expect(!bobEvents.contains { $0.type == "join" && $0.user == "alice" }, "\(bobEvents)")
     }
 
+    /// SIGHUP re-reads the key file: tokens of the new secret are accepted, the old one's refused.
+    @Test func hangUpReloadsTheSecretFile() async throws {
+        let file = try Self.secretFile()
+        let server = try await ChatServerProcess(db: try ChatPaths.tempDirectory().appendingPathComponent("chat.sqlite"),
+                                                 extraArguments: ["--jwt-secret-file", file])
+        defer { server.child.signal(SIGKILL) }
+        let rotated = String(repeating: "rotated-secret-", count: 5).prefix(64).description
+        try Data(rotated.utf8).write(to: URL(fileURLWithPath: file))
+        server.child.signal(SIGHUP)
+        let deadline = ContinuousClock.now + .seconds(60)   // a failure guard only
+        while !server.child.stderrText.contains("JWT keys reloaded") && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(server.child.stderrText.contains("JWT keys reloaded"), "\(server.child.stderrText)")
+        #expect(!server.child.stderrText.contains(rotated), "key material is never logged")
+        let fresh = try await TestPeer.connect("fresh", url: server.wsURL, token: Self.token(sub: "u1", secret: rotated))
+        try await fresh.send(.join(room: "r", user: nil))
+        try await fresh.expect("presence") { $0.type == "presence" }
+        await #expect(throws: SwitchboardError.self) {
+            _ = try await TestPeer.connect("stale", url: server.wsURL, token: Self.token(sub: "u2"))
+        }
+    }
+
     @Test func sharedTokenBesideAJWTKeyExits64() async throws {
         let secret = try Self.secretFile()
         for extra in [["--token", "shared"], ["--jwt-public-key", secret]] {
