@@ -7,6 +7,8 @@ import PackageDescription
 //   (graceful shutdown from a `ServiceGroup`).
 // - `MetricsSupport`: the server reports to swift-metrics (a factory per server, defaulting to
 //   the global one).
+// - `JWTSupport`: `JWTAuthenticator`, signed-token (JWT) verification for `route(_:authenticate:)`
+//   with vapor/jwt-kit (which brings swift-crypto and BoringSSL's crypto: a longer clean build).
 // Enable them from a dependent package with
 // `.package(url: "…/switchboard.git", from: "…", traits: ["ServiceLifecycleSupport", "MetricsSupport"])`,
 // or here with `swift build --enable-all-traits` (what `scripts/test` and `scripts/serve` do).
@@ -26,6 +28,8 @@ let package = Package(
                description: "WebSocketServer conforms to ServiceLifecycle.Service (swift-service-lifecycle)."),
         .trait(name: "MetricsSupport",
                description: "WebSocketServer reports connections, messages, closes and handshakes to swift-metrics."),
+        .trait(name: "JWTSupport",
+               description: "JWTAuthenticator: JWT bearer tokens verified with vapor/jwt-kit (HS*, RS*, PS256, ES*, EdDSA; secret, PEM or JWKS keys)."),
         .default(enabledTraits: []),
     ],
     dependencies: [
@@ -33,6 +37,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        // JWT verification (the JWTSupport trait): the JOSE implementation, so that the project
+        // writes no signature code.
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
+        // jwt-kit's own crypto dependency, named here so that the test support signs HS256
+        // tokens synchronously (TestTokens); nothing of it is linked without JWTSupport.
+        .package(url: "https://github.com/apple/swift-crypto.git", "4.1.0"..<"6.0.0"),
         // `swift package generate-documentation` (a plugin: nothing of it is linked).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
@@ -60,6 +70,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle",
                          condition: .when(traits: ["ServiceLifecycleSupport"])),
                 .product(name: "Metrics", package: "swift-metrics", condition: .when(traits: ["MetricsSupport"])),
+                .product(name: "JWTKit", package: "jwt-kit", condition: .when(traits: ["JWTSupport"])),
             ]
         ),
         // The typed client of the /v1/ws agent channel (events, commands, withChannel).
@@ -105,7 +116,10 @@ let package = Package(
             path: "Examples/AgentStream"
         ),
         // Helpers shared by the test targets (locks, temporary directories, peers' processes).
-        .target(name: "SwitchboardTestSupport", dependencies: ["Switchboard", "SwitchboardCore"],
+        // With JWTSupport, TestTokens signs HS256 tokens (swift-crypto's HMAC) and asks PyJWT for the others.
+        .target(name: "SwitchboardTestSupport",
+                dependencies: ["Switchboard", "SwitchboardCore",
+                               .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["JWTSupport"]))],
                 path: "Tests/SwitchboardTestSupport"),
         .testTarget(name: "SwitchboardCoreTests", dependencies: ["SwitchboardCore"]),
         .testTarget(name: "SwitchboardRedisTests",

@@ -10,6 +10,10 @@ struct PresenceClaim: Sendable {
     /// over only when its key is this one (compared in constant time). nil (a first join, a
     /// re-join without key): `name_taken`.
     var rejoinKey: String?
+    /// The token subject joining (servers with tokens): a presence of the name held by another
+    /// connection of the same subject is taken over without a key (the user's stale
+    /// connection). nil: without tokens, only the key takes a name over.
+    var owner: String? = nil
 }
 
 /// A successful join.

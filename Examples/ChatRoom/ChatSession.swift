@@ -14,11 +14,19 @@ struct ChatSession {
     private var limiter: RateLimiter
     /// Rooms this connection may be in at once: a `join` beyond gets `too_many_rooms`.
     private let maxRooms: Int
+    /// The token's identity (servers with tokens): the name every `join` takes, the rooms it
+    /// may join, the subject its presences belong to. nil: the client names itself.
+    private let identity: ChatIdentity?
+    /// Verifies a `refresh`'s token (servers with tokens).
+    private let verifyRefresh: RefreshVerifier?
 
     init(connection: WebSocketConnection, server: WebSocketServer, backend: any ChatBackend,
-         limiter: RateLimiter = RateLimiter(), maxRooms: Int = ChatLimits.defaultMaxRoomsPerConnection) {
+         limiter: RateLimiter = RateLimiter(), maxRooms: Int = ChatLimits.defaultMaxRoomsPerConnection,
+         identity: ChatIdentity? = nil, verifyRefresh: RefreshVerifier? = nil) {
         self.limiter = limiter
         self.maxRooms = maxRooms
+        self.identity = identity
+        self.verifyRefresh = verifyRefresh
         self.connection = connection
         self.server = server
         self.backend = backend
@@ -35,7 +43,7 @@ struct ChatSession {
                 }
                 // Blank lines are keep-alives: ignored.
                 if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
-                switch ChatValidation.parse(line) {
+                switch ChatValidation.parse(line, userRequired: identity == nil) {
                 case .failure(let e): try await reply(.error(e))
                 case .success(let command): try await handle(command)
                 }
@@ -60,19 +68,28 @@ struct ChatSession {
 
     private mutating func handle(_ command: ClientCommand) async throws {
         switch command {
-        case .join(let room, let user, let since, let rejoinKey):
+        case .join(let room, let requested, let since, let rejoinKey):
             if joined[room] != nil { return try await reply(.error(.alreadyJoined(room))) }
+            let user: String
+            switch name(requested, room: room) {
+            case .failure(let e): return try await reply(.error(e))
+            case .success(let u): user = u
+            }
             // Before anything is subscribed or written (here, in Redis): refused, it costs nothing.
             if joined.count >= maxRooms { return try await reply(.error(.tooManyRooms(maxRooms))) }
             if let since { return try await rejoin(room: room, user: user, since: since, rejoinKey: rejoinKey) }
-            let claim = PresenceClaim(newKey: RejoinKey.make(), rejoinKey: nil)
+            let claim = PresenceClaim(newKey: RejoinKey.make(), rejoinKey: nil, owner: identity?.subject)
             switch await backend.join(room: room, user: user, connection: connection, claim: claim) {
             case .failure(let e):
                 try await reply(.error(e))
             case .success(let result):
                 joined[room] = user
-                await publish(ServerEvent(type: "join", id: EventStamp.nextID(), ts: EventStamp.nowMillis(), room: room, user: user),
-                              to: room)
+                // A presence of the same subject taken over (its stale connection): still
+                // present for the others, no join event.
+                if !result.replaced {
+                    await publish(ServerEvent(type: "join", id: EventStamp.nextID(), ts: EventStamp.nowMillis(), room: room,
+                                              user: user), to: room)
+                }
                 try await reply(ServerEvent(type: "presence", room: room, users: result.users, rejoinKey: result.rejoinKey))
                 do {
                     let history = try await backend.recent(room: room)
@@ -103,19 +120,60 @@ struct ChatSession {
                           to: room)
             _ = await backend.leave(room: room, user: user, connection: connection)
             joined[room] = nil
+        case .refresh(let token):
+            try await refresh(token)
         }
+    }
+
+    /// The name a `join` takes and whether the room is allowed: without tokens the `user` given;
+    /// with them the token's display name (`forbidden` when `user` names someone else), in a
+    /// room its `rooms` claim allows (`room_forbidden`).
+    private func name(_ requested: String?, room: String) -> Result<String, ChatError> {
+        guard let identity else {
+            guard let requested else { return .failure(.missingField("user")) }
+            return .success(requested)
+        }
+        let own: String
+        do throws(ChatError) { own = try ChatValidation.validName(identity.name, field: "user") } catch { return .failure(error) }
+        if let requested, requested != own { return .failure(.forbidden(requested)) }
+        guard identity.rooms.allows(room) else { return .failure(.roomForbidden(room)) }
+        return .success(own)
+    }
+
+    /// `refresh`: a new token of the same subject moves the connection's deadline to its `exp`
+    /// (never earlier) and is answered by `refreshed` with the deadline in Unix seconds. Any
+    /// other token (bad signature, expired, another `sub`) gets `invalid_token` and the
+    /// connection keeps its old deadline.
+    private func refresh(_ token: String) async throws {
+        guard let identity, let verifyRefresh else { return try await reply(.error(.refreshUnsupported)) }
+        let verified: RefreshedToken
+        switch await verifyRefresh(token) {
+        case .failure(let e): return try await reply(.error(e))
+        case .success(let v): verified = v
+        }
+        guard verified.subject == identity.subject else {
+            return try await reply(.error(.invalidToken("the token is for another subject")))
+        }
+        if let exp = verified.expiresAt {
+            await connection.extendAuthentication(until: exp)
+        } else if await connection.authenticationExpiresAt != nil {
+            return try await reply(.error(.invalidToken("a refresh token must have an 'exp'")))
+        }
+        let deadline = await connection.authenticationExpiresAt
+        try await reply(ServerEvent(type: "refreshed", exp: deadline.flatMap(TokenExpiry.unixSeconds)))
     }
 
     /// A join with `since` (a re-join after a reconnect): the room's events are held for this
     /// connection from before its presence is written until the history of what it missed is
     /// sent, so the history and the live events join with no gap, no duplicate and in id order.
     /// A presence of the same name held by another connection (the one the client lost, not
-    /// noticed gone yet) is taken over only with its `rejoinKey`; otherwise `name_taken`.
+    /// noticed gone yet) is taken over only with its `rejoinKey`, or by the same token subject;
+    /// otherwise `name_taken`.
     private mutating func rejoin(room: String, user: String, since: Int64, rejoinKey: String?) async throws {
         let topic = RoomDirectory.topic(room)
         let catchUp = await server.subscribeCatchingUp(connection, to: topic)
         let result: JoinedPresence
-        let claim = PresenceClaim(newKey: RejoinKey.make(), rejoinKey: rejoinKey)
+        let claim = PresenceClaim(newKey: RejoinKey.make(), rejoinKey: rejoinKey, owner: identity?.subject)
         switch await backend.join(room: room, user: user, connection: connection, claim: claim) {
         case .failure(let e):
             await catchUp.cancel()

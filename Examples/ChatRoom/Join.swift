@@ -13,19 +13,33 @@ struct Join: AsyncParsableCommand {
             Type a line to send it to the current room. Commands: /join ROOM, /leave ROOM, /quit.
             If the server goes away (restart, network loss) the client reconnects with backoff and
             joins its rooms again; with --no-reconnect it exits instead.
+            With --token-command, the command's output is the token (a server with tokens): it
+            runs before each connection and again at 80% of the token's lifetime, and the new
+            token is sent in-band ('refresh'); --user may then be left out (the token's name).
             Exits 0 at end of input, 1 if the connection ends for good.
             """)
 
     @Option(help: "WebSocket URL of the server.") var url = "ws://127.0.0.1:8080/v1/ws"
     @Option(help: "Room to join.") var room = "general"
-    @Option(help: "Your user name.") var user: String
+    @Option(help: "Your user name (with --token-command: optional, and if given the token's name).") var user: String?
     @Option(help: "Bearer token (default: $CHAT_TOKEN).") var token: String?
+    @Option(help: ArgumentHelp(
+        "A shell command printing a token (run with /bin/sh -c); run again before the token expires.",
+        discussion: "For a server with --jwt-secret-file, --jwt-public-key or --jwks-file. Excludes --token."))
+    var tokenCommand: String?
     @Flag(inversion: .prefixedNo, help: "Reconnect (and re-join rooms) when the connection is lost.")
     var reconnect = true
     @OptionGroup var network: ClientNetworkOptions
 
+    func validate() throws {
+        if tokenCommand != nil && token != nil { throw ValidationError("--token and --token-command exclude each other") }
+        if tokenCommand == nil && user == nil { throw ValidationError("--user is required (optional only with --token-command)") }
+    }
+
     func run() async throws {
-        let token = self.token ?? ProcessInfo.processInfo.environment["CHAT_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+        // With a token command, the adapter's provider sets the Authorization header.
+        let token = tokenCommand != nil ? nil
+            : self.token ?? ProcessInfo.processInfo.environment["CHAT_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         let endpoint: ChatEndpoint
         do {
             endpoint = try ChatEndpoint(url: url, token: token, tls: try network.tlsConfiguration(),
@@ -35,8 +49,15 @@ struct Join: AsyncParsableCommand {
         }
 
         let joined = JoinedRooms(user: user, rooms: [room])
-        let socket = SocketAdapter(reconnect: reconnect
-            ? ReconnectPolicy(baseDelay: .milliseconds(250), maxDelay: .seconds(5)) : .never)
+        var provider: (@Sendable () async throws -> SocketToken)?
+        var refreshCommand: (@Sendable (SocketToken) -> String)?
+        if let tokenCommand {
+            let command = TokenCommand(command: tokenCommand)
+            provider = { try await command.token() }
+            refreshCommand = { ChatCommand.refresh(token: $0.value).message }
+        }
+        let policy = reconnect ? ReconnectPolicy(baseDelay: .milliseconds(250), maxDelay: .seconds(5)) : .never
+        let socket = SocketAdapter(reconnect: policy, tokenProvider: provider, refreshCommand: refreshCommand)
         // Re-joins with the last message id seen in each room: the server sends what was missed
         // (exactly once, in order) and, with the room's key, takes over this user's stale presence.
         await socket.onReconnect { socket in
@@ -127,12 +148,13 @@ struct Join: AsyncParsableCommand {
 /// The rooms to join again after a reconnect, the last message id seen in each, and the key of
 /// this user's presence there (from the `presence` answering its join; kept in memory only).
 actor JoinedRooms {
-    nonisolated let user: String
+    /// nil: the token names the user.
+    nonisolated let user: String?
     private(set) var rooms: [String]
     private(set) var hasConnectedOnce = false
     private var lastSeen: [String: Int64] = [:]
     private var keys: [String: String] = [:]
-    init(user: String, rooms: [String]) {
+    init(user: String?, rooms: [String]) {
         self.user = user
         self.rooms = rooms
     }
@@ -187,6 +209,7 @@ enum EventFormatter {
             // After a reconnect: more was missed than the server sends back.
             if e.complete == false { lines.insert("\(r) * earlier messages were missed (not all are kept)", at: 0) }
             return lines.isEmpty ? nil : lines.joined(separator: "\n")
+        case "refreshed": return "* token refreshed"
         case "error":
             let retry = e.error?.retry_after.map { " (retry after \($0) s)" } ?? ""
             return "! \(shown(e.error?.message ?? "error"))\(retry)"

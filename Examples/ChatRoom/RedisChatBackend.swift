@@ -164,7 +164,8 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         let values: RESPValue
         do {
             values = try await redis.send(["EVAL", Self.joinScript, "2", presenceKey(room), membersKey(node),
-                                           user.lowercased(), node, user, room, claim.newKey, claim.rejoinKey ?? ""])
+                                           user.lowercased(), node, user, room, claim.newKey, claim.rejoinKey ?? "",
+                                           claim.owner ?? ""])
         } catch {
             logger.warning("join failed", metadata: ["error": "\(error)"])
             return .failure(.unavailable)
@@ -175,7 +176,7 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         // also held on this node is taken over here only with the same key: a stale connection
         // of this node, whose key Redis has.)
         switch await directory.join(room: room, user: user, connection: connection,
-                                    claim: PresenceClaim(newKey: key, rejoinKey: claim.rejoinKey)) {
+                                    claim: PresenceClaim(newKey: key, rejoinKey: claim.rejoinKey, owner: claim.owner)) {
         case .failure(let e):
             // Taken on this node although Redis had it free (Redis lost its data before this
             // node wrote its users again): the entry just written is this node's, for the same
@@ -365,9 +366,9 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
 
     /// After Redis came back (possibly empty): this node's members are written again.
     private func resync() async throws {
-        for (room, user, rejoinKey) in await directory.members() {
+        for (room, user, rejoinKey, owner) in await directory.members() {
             try await redis.send(["EVAL", Self.joinScript, "2", presenceKey(room), membersKey(node),
-                                  user.lowercased(), node, user, room, rejoinKey, ""])
+                                  user.lowercased(), node, user, room, rejoinKey, "", owner ?? ""])
         }
     }
 
@@ -377,20 +378,26 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     private static let tsSentinel: Int64 = 7_654_321_098_765_432
 
     /// KEYS: presence hash, this node's member set. ARGV: key (lower-cased name), node, name,
-    /// room, the key of a new presence, the re-join key presented ('' for none). A name already
-    /// present is taken over (a re-join after a reconnect) only when the presented key is the
-    /// entry's: the entry keeps its join time (its place in the list) and its key. The keys are
-    /// compared through their SHA-1 digests, so the time the comparison takes tells nothing
-    /// about the stored key's bytes. Returns {replaced (0/1), the entry's key, presence
-    /// entries}, or nil if the name is taken and not taken over.
+    /// room, the key of a new presence, the re-join key presented ('' for none), the token
+    /// subject ('' without tokens). A name already present is taken over (a re-join after a
+    /// reconnect) only when the presented key is the entry's, or when the entry belongs to the
+    /// same token subject: the entry keeps its join time (its place in the list) and its key.
+    /// The keys are compared through their SHA-1 digests, so the time the comparison takes
+    /// tells nothing about the stored key's bytes; the subject is stored as its SHA-1 (hex: no
+    /// tab, whatever the `sub`). Returns {replaced (0/1), the entry's key, presence entries},
+    /// or nil if the name is taken and not taken over.
     static let joinScript = """
         local cur = redis.call('HGET', KEYS[1], ARGV[1])
         local replaced = 0
         local time
         local key = ARGV[5]
+        local owner = ''
+        if ARGV[7] and ARGV[7] ~= '' then owner = redis.sha1hex(ARGV[7]) end
         if cur then
-          local t, k = string.match(cur, '^[^\\t]*\\t([^\\t]*)\\t[^\\t]*\\t([^\\t]*)$')
-          if ARGV[6] == '' or not k or k == '' or redis.sha1hex(k) ~= redis.sha1hex(ARGV[6]) then return false end
+          local t, k, o = string.match(cur, '^[^\\t]*\\t([^\\t]*)\\t[^\\t]*\\t([^\\t]*)\\t?([^\\t]*)$')
+          local keyMatches = ARGV[6] ~= '' and k and k ~= '' and redis.sha1hex(k) == redis.sha1hex(ARGV[6])
+          local ownerMatches = owner ~= '' and o == owner
+          if not t or not (keyMatches or ownerMatches) then return false end
           replaced = 1
           time = t
           key = k
@@ -399,7 +406,9 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
           local t = redis.call('TIME')
           time = t[1] .. string.format('%06d', tonumber(t[2]))
         end
-        redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. '\\t' .. time .. '\\t' .. ARGV[3] .. '\\t' .. key)
+        local entry = ARGV[2] .. '\\t' .. time .. '\\t' .. ARGV[3] .. '\\t' .. key
+        if owner ~= '' then entry = entry .. '\\t' .. owner end
+        redis.call('HSET', KEYS[1], ARGV[1], entry)
         redis.call('SADD', KEYS[2], ARGV[4] .. '\\n' .. ARGV[1])
         return {replaced, key, redis.call('HVALS', KEYS[1])}
         """

@@ -5,7 +5,7 @@ import ChatRoomCore
 /// Who is in which room. Joining checks the name and subscribes the connection to the room's
 /// topic in one step, so a joiner never misses an event published after its presence snapshot.
 actor RoomDirectory {
-    private struct Member { var name: String; var connection: WebSocketConnection; var rejoinKey: String }
+    private struct Member { var name: String; var connection: WebSocketConnection; var rejoinKey: String; var owner: String? }
     /// room → lower-cased user name → member, plus join order for presence.
     private var rooms: [String: [String: Member]] = [:]
     private var order: [String: [String]] = [:]
@@ -28,7 +28,8 @@ actor RoomDirectory {
     /// Adds `user` to `room` with the claim's new key and subscribes `connection`; returns the
     /// presence list (join order), whether the name was already present, and the key. A name
     /// held by another connection is taken over only when the claim carries its key (a re-join
-    /// after a reconnect, compared in constant time): that connection leaves the room's topic
+    /// after a reconnect, compared in constant time) or the same token subject (`owner`): that
+    /// connection leaves the room's topic
     /// and keeps no membership, the user keeps its place in the list, and the key is kept.
     /// Otherwise `name_taken`: the holder keeps the name and receives everything as before.
     func join(room: String, user: String, connection: WebSocketConnection,
@@ -37,7 +38,8 @@ actor RoomDirectory {
         var replaced = false
         var rejoinKey = claim.newKey
         if let current = rooms[room]?[key] {
-            guard current.connection !== connection, RejoinKey.matches(claim.rejoinKey, current.rejoinKey) else {
+            let sameOwner = claim.owner != nil && claim.owner == current.owner
+            guard current.connection !== connection, sameOwner || RejoinKey.matches(claim.rejoinKey, current.rejoinKey) else {
                 return .failure(.nameTaken(user, room))
             }
             server.unsubscribe(current.connection, from: Self.topic(room))
@@ -46,7 +48,8 @@ actor RoomDirectory {
         } else {
             order[room, default: []].append(key)
         }
-        rooms[room, default: [:]][key] = Member(name: user, connection: connection, rejoinKey: rejoinKey)
+        rooms[room, default: [:]][key] = Member(name: user, connection: connection, rejoinKey: rejoinKey,
+                                                 owner: claim.owner)
         server.subscribe(connection, to: Self.topic(room))
         return .success(JoinedPresence(users: users(in: room), replaced: replaced, rejoinKey: rejoinKey))
     }
@@ -67,9 +70,9 @@ actor RoomDirectory {
         return true
     }
 
-    /// Every member on this server: (room, user name, key of its presence).
-    func members() -> [(room: String, user: String, rejoinKey: String)] {
-        rooms.flatMap { room, members in members.values.map { (room, $0.name, $0.rejoinKey) } }
+    /// Every member on this server: (room, user name, key of its presence, token subject).
+    func members() -> [(room: String, user: String, rejoinKey: String, owner: String?)] {
+        rooms.flatMap { room, members in members.values.map { (room, $0.name, $0.rejoinKey, $0.owner) } }
     }
 
     func users(in room: String) -> [String] {

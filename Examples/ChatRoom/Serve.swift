@@ -29,8 +29,18 @@ struct Serve: AsyncParsableCommand {
     var maxRoomsPerConnection = ChatLimits.defaultMaxRoomsPerConnection
     @Flag(help: "Decline permessage-deflate (accepted by default: no context takeover, shared zlib streams).") var noDeflate = false
     @OptionGroup var access: ServerAccessOptions
+    /// Signed tokens (`--jwt-secret-file` | `--jwt-public-key` | `--jwks-file`): each user's own
+    /// identity instead of one shared `--token`.
+    @OptionGroup var tokens: TokenOptions
+
+    /// `--token`, else `$CHAT_TOKEN` (empty: none).
+    private var sharedToken: String? {
+        token ?? ProcessInfo.processInfo.environment["CHAT_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+    }
 
     func validate() throws {
+        // Exit 64 with either shared token beside a token key.
+        try tokens.validate(sharedToken: sharedToken)
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
         if !(0...65535).contains(port) { throw ValidationError("--port must be 0...65535") }
         if !(rate > 0 && rate.isFinite) { throw ValidationError("--rate must be a positive number") }
@@ -46,7 +56,7 @@ struct Serve: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let requiredToken = token ?? ProcessInfo.processInfo.environment["CHAT_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+        let requiredToken = sharedToken
         var config = WebSocketServerConfiguration(host: host, port: port)
         config.shutdownTimeout = .seconds(5)
         access.apply(to: &config)
@@ -107,21 +117,42 @@ struct Serve: AsyncParsableCommand {
                 return nil
             }
         }
-        let authenticate: (@Sendable (WebSocketUpgradeRequest) async -> WebSocketAuthDecision)?
-        if let requiredToken {
+        var authenticate: (@Sendable (WebSocketUpgradeRequest) async -> WebSocketAuthDecision)?
+        var verifyRefresh: RefreshVerifier?
+        let tokensEnabled = tokens.isEnabled
+        #if JWTSupport
+        if let authenticator = try await tokens.makeAuthenticator() {
+            // Bearer token or ?token=: 401 unless it verifies; its `sub`, `name` and other claims
+            // become the connection's userInfo, its `exp` the connection's deadline (4001).
+            authenticate = { request in await authenticator.authenticate(request) }
+            verifyRefresh = { token in
+                do throws(JWTVerificationError) {
+                    let verified = try await authenticator.verify(token)
+                    return .success(RefreshedToken(subject: verified.subject, expiresAt: verified.expiresAt))
+                } catch {
+                    return .failure(.invalidToken(error.message))
+                }
+            }
+            tokens.reloadOnHangUp(authenticator)
+        }
+        #endif
+        // With tokens, set above (their flags are refused at validation when built without
+        // JWTSupport, and beside --token).
+        if !tokensEnabled, let requiredToken {
             authenticate = { request in
                 guard let presented = request.bearerToken, ConstantTime.equals(presented, requiredToken) else {
                     return .unauthorized()
                 }
                 return .accept()
             }
-        } else {
-            authenticate = nil
         }
+        let refresh = verifyRefresh
         server.route("/v1/ws", authenticate: authenticate) { connection in
             var session = ChatSession(connection: connection, server: server, backend: backend,
                                       limiter: RateLimiter(ratePerSecond: rate, burst: burst),
-                                      maxRooms: maxRoomsPerConnection)
+                                      maxRooms: maxRoomsPerConnection,
+                                      identity: tokensEnabled ? ChatIdentity(userInfo: connection.userInfo) : nil,
+                                      verifyRefresh: refresh)
             try await session.run()
         }
 

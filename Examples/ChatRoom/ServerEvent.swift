@@ -34,14 +34,16 @@ struct ServerEvent: Codable, Sendable {
     /// In the `presence` answering a `join`, to the joiner only: the key its re-joins need to
     /// take the name over (``RejoinKey``).
     var rejoinKey: String?
+    /// In `refreshed`: the connection's new deadline, Unix seconds.
+    var exp: Int64?
     var error: ErrorBody?
 
     init(type: String, id: Int64? = nil, ts: Int64? = nil, room: String? = nil, user: String? = nil,
          text: String? = nil, isTyping: Bool? = nil, users: [String]? = nil, messages: [Message]? = nil,
-         complete: Bool? = nil, rejoinKey: String? = nil, error: ErrorBody? = nil) {
+         complete: Bool? = nil, rejoinKey: String? = nil, exp: Int64? = nil, error: ErrorBody? = nil) {
         self.type = type; self.id = id; self.ts = ts; self.room = room; self.user = user; self.text = text
         self.isTyping = isTyping; self.users = users; self.messages = messages; self.complete = complete
-        self.rejoinKey = rejoinKey; self.error = error
+        self.rejoinKey = rejoinKey; self.exp = exp; self.error = error
     }
 
     static func message(_ m: Message) -> Self {

@@ -1,5 +1,10 @@
 /// The browser client served at `GET /`: self-contained HTML, CSS and JS (no CDN). It opens a
-/// WebSocket to `/v1/ws` on the same host, passing `?token=` through from the page URL. When the
+/// WebSocket to `/v1/ws` on the same host, passing `?token=` through from the page URL, or the
+/// token of its URL fragment (`#token=…`, removed from the address bar at once, so that it is
+/// neither bookmarked nor shared with the URL). With a token, the name field may stay empty (the
+/// server takes the token's name), and the page refreshes the token in-band at 80% of its
+/// lifetime through the hook an embedding page sets: `window.switchboardChat.getToken`, an
+/// async function returning a new token (docs/chat-protocol.md, "Tokens"). When the
 /// connection drops it reconnects with backoff (0.25 s doubling to 5 s, with jitter) and re-joins
 /// its room with `since` (the last message id it showed), so nothing is lost or shown twice, and
 /// with the `rejoinKey` of its last `presence`, so it takes its own stale presence over.
@@ -60,9 +65,48 @@ enum WebPage {
 (() => {
   const $ = (id) => document.getElementById(id);
   const params = new URLSearchParams(location.search);
-  const token = params.get("token");
-  const wsURL = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/v1/ws" +
-                (token ? "?token=" + encodeURIComponent(token) : "");
+  const fragment = new URLSearchParams(location.hash.slice(1));
+  // A token in the fragment never reaches a server with the page request; take it out of the
+  // address bar (and history) before anything else.
+  let token = fragment.get("token") || params.get("token");
+  if (fragment.has("token")) history.replaceState(null, "", location.pathname + location.search);
+  // The refresh hook: the embedding page sets switchboardChat.getToken = async () => newToken.
+  const hook = window.switchboardChat = window.switchboardChat || {};
+  let refreshTimer = null;
+  function wsURL() {
+    return (location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/v1/ws" +
+           (token ? "?token=" + encodeURIComponent(token) : "");
+  }
+  // The token's claims, unverified (the server verifies): for the name and the expiry.
+  function claims(t) {
+    try {
+      const b64 = t.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+      const bytes = Uint8Array.from(atob(b64 + "===".slice((b64.length + 3) % 4)), (c) => c.charCodeAt(0));
+      const c = JSON.parse(new TextDecoder().decode(bytes));
+      return c && typeof c === "object" ? c : {};
+    } catch (e) { return {}; }
+  }
+  function tokenName() { const c = token ? claims(token) : {}; return typeof c.name === "string" ? c.name : (typeof c.sub === "string" ? c.sub : null); }
+  // Asks the hook for a new token at 80% of the current one's lifetime (from now to exp, Unix
+  // seconds); without a hook nothing is refreshed and the server closes at expiry (4001).
+  function scheduleRefresh(exp) {
+    clearTimeout(refreshTimer);
+    if (typeof exp !== "number") return;
+    document.documentElement.dataset.tokenExp = String(exp);
+    const wait = Math.max(0, (exp * 1000 - Date.now()) * 0.8);
+    refreshTimer = setTimeout(refreshToken, wait);
+  }
+  async function refreshToken() {
+    if (typeof hook.getToken !== "function") return;
+    try {
+      const next = await hook.getToken();
+      if (typeof next !== "string" || !next) return;
+      token = next;
+      send({ type: "refresh", token: next });
+    } catch (e) {
+      line("err", [["", "! could not get a new token: " + e]]);
+    }
+  }
   let ws = null, room = null, me = null, seen = new Set(), users = [], typers = new Map(), typingSent = false, typingTimer = null;
   // The last message id shown (resume point), the key of our presence (from the server's
   // presence answer: proves the name is ours on a re-join), and the reconnection backoff.
@@ -119,9 +163,13 @@ enum WebPage {
         if (ev.isTyping) typers.set(ev.user, setTimeout(() => { typers.delete(ev.user); renderTyping(); }, 6000));
         else typers.delete(ev.user);
         renderTyping(); break;
+      case "refreshed":
+        document.documentElement.dataset.refreshes = String(Number(document.documentElement.dataset.refreshes || 0) + 1);
+        scheduleRefresh(ev.exp);
+        break;
       case "error":
         line("err", [["", "! " + ev.error.message]]);
-        if (ev.error.code === "name_taken" || ev.error.code === "invalid_user" || ev.error.code === "invalid_room") {
+        if (["name_taken", "invalid_user", "invalid_room", "forbidden", "room_forbidden"].includes(ev.error.code)) {
           room = null; me = null; setJoined(false);
         }
         break;
@@ -131,17 +179,19 @@ enum WebPage {
 
   function connect() {
     status("connecting…");
-    ws = new WebSocket(wsURL);
+    ws = new WebSocket(wsURL());
     let buffer = "";
     ws.onopen = () => {
       // What the handshake negotiated (e.g. permessage-deflate), for the curious and for tests.
       document.documentElement.dataset.wsExtensions = ws.extensions;
       status(ws.extensions ? "connected (compressed)" : "connected"); $("join").disabled = false;
       attempt = 0;
+      if (token) scheduleRefresh(claims(token).exp);
       if (room) {
         // A re-join: the server sends what was missed after lastId and, with our key, replaces
         // our stale presence.
-        const rejoin = { type: "join", room, user: me, since: lastId === null ? 0 : lastId };
+        const rejoin = { type: "join", room, since: lastId === null ? 0 : lastId };
+        if (!token) rejoin.user = me;
         if (rejoinKey) rejoin.rejoinKey = rejoinKey;
         send(rejoin);
         setJoined(true);
@@ -158,22 +208,31 @@ enum WebPage {
       }
     };
     ws.onclose = (e) => {
-      $("join").disabled = true; setJoined(false);
+      $("join").disabled = true; setJoined(false); clearTimeout(refreshTimer);
       attempt += 1;
       const delay = Math.min(5000, 250 * Math.pow(2, attempt - 1)) * (0.5 + Math.random() / 2);
       status("disconnected (" + e.code + (e.reason ? " " + e.reason : "") + "); reconnecting in " +
              (delay / 1000).toFixed(1) + " s");
-      setTimeout(connect, delay);
+      // Token expired (4001): a new one from the hook first, if there is a hook.
+      setTimeout(async () => {
+        if (e.code === 4001 && typeof hook.getToken === "function") {
+          try { const next = await hook.getToken(); if (typeof next === "string" && next) token = next; } catch (err) {}
+        }
+        connect();
+      }, delay);
     };
   }
 
   $("join").addEventListener("click", () => {
-    const r = $("room").value.trim(), u = $("user").value.trim();
+    const r = $("room").value.trim(), u = $("user").value.trim() || (token ? tokenName() : "");
     if (!r || !u) { line("err", [["", "! enter a room and a name"]]); return; }
     if (room) send({ type: "leave", room });
     room = r; me = u; seen = new Set(); lastId = null; rejoinKey = null; users = []; typers.clear();
     $("messages").textContent = ""; renderPresence(); renderTyping();
-    send({ type: "join", room: r, user: u });
+    // With a token the server takes the token's name: a different one would be refused.
+    const join = { type: "join", room: r };
+    if (!token || $("user").value.trim()) join.user = u;
+    send(join);
     setJoined(true);
   });
   $("composer").addEventListener("submit", (e) => {
@@ -191,6 +250,7 @@ enum WebPage {
     typingTimer = setTimeout(() => { typingSent = false; send({ type: "typing", room, isTyping: false }); }, 3000);
   });
   $("join").disabled = true;
+  if (token && tokenName()) $("user").placeholder = tokenName();
   connect();
 })();
 </script>

@@ -6,18 +6,21 @@ import SwitchboardCore
 package enum ChatCommand: JSONSocketCommand, Equatable {
     /// `since`: the last message id seen in the room (a re-join after a reconnect);
     /// `rejoinKey`: the key of the `presence` that answered the earlier join of the room.
-    case join(room: String, user: String, since: Int64? = nil, rejoinKey: String? = nil)
+    /// `user`: nil on a server with tokens (the server takes the token's display name).
+    case join(room: String, user: String?, since: Int64? = nil, rejoinKey: String? = nil)
     case message(room: String, text: String)
     case leave(room: String)
     case typing(room: String, isTyping: Bool)
+    /// A new token for the open connection (servers with tokens): answered by `refreshed`.
+    case refresh(token: String)
 
-    private enum Key: String, CodingKey { case type, room, user, since, rejoinKey, text, isTyping }
+    private enum Key: String, CodingKey { case type, room, user, since, rejoinKey, text, isTyping, token }
 
     package func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Key.self)
         switch self {
         case .join(let room, let user, let since, let rejoinKey):
-            try c.encode("join", forKey: .type); try c.encode(room, forKey: .room); try c.encode(user, forKey: .user)
+            try c.encode("join", forKey: .type); try c.encode(room, forKey: .room); try c.encodeIfPresent(user, forKey: .user)
             try c.encodeIfPresent(since, forKey: .since); try c.encodeIfPresent(rejoinKey, forKey: .rejoinKey)
         case .message(let room, let text):
             try c.encode("message", forKey: .type); try c.encode(room, forKey: .room); try c.encode(text, forKey: .text)
@@ -25,6 +28,8 @@ package enum ChatCommand: JSONSocketCommand, Equatable {
             try c.encode("leave", forKey: .type); try c.encode(room, forKey: .room)
         case .typing(let room, let isTyping):
             try c.encode("typing", forKey: .type); try c.encode(room, forKey: .room); try c.encode(isTyping, forKey: .isTyping)
+        case .refresh(let token):
+            try c.encode("refresh", forKey: .type); try c.encode(token, forKey: .token)
         }
     }
 }

@@ -15,6 +15,8 @@ package enum ChatLimits {
     package static let defaultMaxRoomsPerConnection = 100
     /// Longest `rejoinKey` accepted (the server's keys have 22 characters; room for others).
     package static let maxRejoinKeyLength = 64
+    /// Longest token a `refresh` may carry: the size the token verifier accepts (8 KiB).
+    package static let maxTokenLength = 8192
 }
 
 /// A protocol error sent as `{"type":"error","error":{"message","type","code"[,"retry_after"]}}`.
@@ -61,6 +63,23 @@ package struct ChatError: Error, Equatable, Sendable {
     package static func rateLimited(retryAfter: Double) -> Self {
         .init(message: "rate limit exceeded", type: "rate_limit_error", code: "rate_limited", retryAfter: retryAfter)
     }
+    /// A `join` whose `user` is not the token's display name (servers with tokens).
+    package static func forbidden(_ user: String) -> Self {
+        .init(message: "user name '\(user)' is not the name in your token; omit 'user' to join under it",
+              type: "permission_error", code: "forbidden")
+    }
+    /// A `join` of a room the token's `rooms` claim does not list.
+    package static func roomForbidden(_ room: String) -> Self {
+        .init(message: "your token does not allow room '\(room)'", type: "permission_error", code: "room_forbidden")
+    }
+    /// A `refresh` whose token does not verify (signature, expiry, issuer, audience) or names
+    /// another subject. `detail` never contains the token.
+    package static func invalidToken(_ detail: String) -> Self {
+        .init(message: "token refused: \(detail)", type: "authentication_error", code: "invalid_token")
+    }
+    /// A `refresh` on a server without tokens.
+    package static let refreshUnsupported = Self(message: "this server does not use tokens: nothing to refresh",
+                                                 type: "invalid_request_error", code: "refresh_unsupported")
     package static let unavailable = Self(message: "the chat's shared storage (Redis) is unreachable; try again shortly",
                                           type: "api_error", code: "unavailable")
     package static let internalError = Self(message: "internal server error", type: "internal_server_error", code: "internal")
@@ -72,16 +91,21 @@ package enum ClientCommand: Equatable, Sendable {
     /// the messages after it. `rejoinKey`: the key of the `presence` that answered the client's
     /// earlier join; with `since`, a presence of the name held by another connection is taken
     /// over only when it has this key (ignored without `since`).
-    case join(room: String, user: String, since: Int64? = nil, rejoinKey: String? = nil)
+    /// `user` is nil only when parsed with `userRequired: false` (a server with tokens, where
+    /// the token names the user).
+    case join(room: String, user: String?, since: Int64? = nil, rejoinKey: String? = nil)
     case message(room: String, text: String)
     case leave(room: String)
     case typing(room: String, isTyping: Bool)
+    /// A new token for this connection (at most ``ChatLimits/maxTokenLength`` bytes).
+    case refresh(token: String)
 }
 
 /// Parsing and validation of one inbound line: pure, shared with the test target.
 package enum ChatValidation {
-    /// Parses one line (UTF-8 JSON object) into a validated command.
-    package static func parse(_ line: Data) -> Result<ClientCommand, ChatError> {
+    /// Parses one line (UTF-8 JSON object) into a validated command. `userRequired`: whether a
+    /// `join` must name its `user` (`missing_field` otherwise); false on a server with tokens.
+    package static func parse(_ line: Data, userRequired: Bool = true) -> Result<ClientCommand, ChatError> {
         let value: JSONValue
         do {
             value = try JSONDecoder().decode(JSONValue.self, from: line)
@@ -95,7 +119,12 @@ package enum ChatValidation {
             switch type {
             case "join":
                 let room = try validName(try string(dict, "room"), field: "room")
-                let user = try validName(try string(dict, "user"), field: "user")
+                let user: String?
+                if !userRequired, dict["user"] == nil || dict["user"] == .null {
+                    user = nil
+                } else {
+                    user = try validName(try string(dict, "user"), field: "user")
+                }
                 return .success(.join(room: room, user: user, since: try since(dict), rejoinKey: try rejoinKey(dict)))
             case "message":
                 let room = try validName(try string(dict, "room"), field: "room")
@@ -109,6 +138,12 @@ package enum ChatValidation {
                 guard let raw = dict["isTyping"], raw != .null else { throw .missingField("isTyping") }
                 guard case .bool(let isTyping) = raw else { throw .invalidField("isTyping", "a boolean") }
                 return .success(.typing(room: room, isTyping: isTyping))
+            case "refresh":
+                let token = try string(dict, "token")
+                guard !token.isEmpty, token.utf8.count <= ChatLimits.maxTokenLength else {
+                    throw .invalidField("token", "a token of 1 to \(ChatLimits.maxTokenLength) bytes")
+                }
+                return .success(.refresh(token: token))
             default:
                 return .failure(.unknownType(type))
             }

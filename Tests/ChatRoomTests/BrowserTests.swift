@@ -24,4 +24,28 @@ struct BrowserTests {
         #expect(FileManager.default.fileExists(atPath: screenshot.path), "no screenshot at \(screenshot.path)")
         #expect(await server.stop() == 0)
     }
+
+    #if JWTSupport
+    /// The page with `#token=…` against `--jwt-secret-file` (Peers/browser_token.py): the
+    /// fragment leaves the address bar, the join takes the token's name, and one in-band refresh
+    /// through `window.switchboardChat.getToken` keeps the page connected past the first `exp`.
+    @Test func pageWithATokenInItsFragmentRefreshesThroughTheHook() async throws {
+        try await Python.require(module: "selenium", hint: "pip install selenium; apt-get install -y chromium chromium-driver")
+        let server = try await ChatServerProcess(db: try ChatPaths.tempDirectory().appendingPathComponent("chat.sqlite"),
+                                                 extraArguments: try ChatTokenTests.arguments())
+        defer { server.child.signal(SIGKILL) }
+        let browser = try ChildProcess(executable: URL(fileURLWithPath: "/usr/bin/env"),
+                                       arguments: ["python3", "-u", ChatPaths.peers.appendingPathComponent("browser_token.py").path,
+                                                   server.httpURL, ChatTokenTests.secret,
+                                                   ChatTokenTests.isThreadSanitized ? "20" : "10"])
+        defer { browser.signal(SIGKILL) }
+        let status = await browser.waitForExit(timeout: .seconds(240))
+        #expect(status == 0, """
+            browser check failed (exit \(status); 2 = headless Chromium could not start):
+            \(browser.stderrText.suffix(3000))
+            stdout: \(browser.lines)
+            """)
+        #expect(await server.stop() == 0)
+    }
+    #endif
 }

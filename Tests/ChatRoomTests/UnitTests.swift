@@ -118,3 +118,91 @@ import Testing
         }
     }
 }
+
+/// The token-related wire (issue 33): `refresh`, a `join` without `user`, and its errors.
+@Suite struct TokenWireTests {
+    @Test func refreshIsParsedAndEncoded() {
+        #expect(ChatValidation.parse(Data(#"{"type":"refresh","token":"a.b.c"}"#.utf8)) == .success(.refresh(token: "a.b.c")))
+        #expect(ChatCommand.refresh(token: "a.b.c").line == #"{"token":"a.b.c","type":"refresh"}"# + "\n")
+        let tooLong = String(repeating: "t", count: ChatLimits.maxTokenLength + 1)
+        for line in [#"{"type":"refresh"}"#, #"{"type":"refresh","token":5}"#, #"{"type":"refresh","token":""}"#,
+                     #"{"type":"refresh","token":"\#(tooLong)"}"#] {
+            guard case .failure(let e) = ChatValidation.parse(Data(line.utf8)) else {
+                Issue.record("accepted \(line.prefix(60))"); continue
+            }
+            #expect(["missing_field", "invalid_field"].contains(e.code), "\(line.prefix(60))")
+        }
+    }
+
+    @Test func joinWithoutUserIsAcceptedOnlyWhenTheTokenNamesTheUser() {
+        let line = Data(#"{"type":"join","room":"g"}"#.utf8)
+        #expect(ChatValidation.parse(line, userRequired: false) == .success(.join(room: "g", user: nil)))
+        guard case .failure(let e) = ChatValidation.parse(line) else { Issue.record("accepted without user"); return }
+        #expect(e.code == "missing_field")
+        // Given, the name is still validated.
+        guard case .failure(let bad) = ChatValidation.parse(Data(#"{"type":"join","room":"g","user":""}"#.utf8),
+                                                            userRequired: false) else { Issue.record("empty user"); return }
+        #expect(bad.code == "invalid_user")
+        #expect(ChatCommand.join(room: "g", user: nil).line == #"{"room":"g","type":"join"}"# + "\n")
+    }
+
+    @Test func permissionErrorsHaveTheirCodesAndTypes() {
+        #expect(ChatError.forbidden("x").code == "forbidden" && ChatError.forbidden("x").type == "permission_error")
+        #expect(ChatError.roomForbidden("x").code == "room_forbidden" && ChatError.roomForbidden("x").type == "permission_error")
+        #expect(ChatError.invalidToken("expired").code == "invalid_token")
+    }
+}
+
+/// The `rooms` claim: names with `*` wildcards.
+@Suite struct RoomPatternsTests {
+    @Test(arguments: [
+        ("lobby", "lobby", true), ("lobby", "Lobby", false), ("lobby", "lobby2", false),
+        ("team-*", "team-a", true), ("team-*", "team-", true), ("team-*", "team", false),
+        ("*", "anything", true), ("*-x-*", "a-x-b", true), ("*-x-*", "a-y-b", false),
+        ("a*b*c", "aXbYc", true), ("a*b*c", "aXbY", false), ("a**", "a", true), ("*c", "abcbc", true),
+        ("é*", "été", true),
+    ])
+    func wildcardMatching(pattern: String, room: String, expected: Bool) {
+        #expect(RoomPatterns.matches(room, pattern: pattern) == expected, "\(pattern) ~ \(room)")
+    }
+
+    @Test func claimTextForms() {
+        #expect(RoomPatterns(claim: nil).allows("any"))
+        let list = RoomPatterns(claim: #"["lobby","team-*"]"#)
+        #expect(list.allows("lobby") && list.allows("team-red") && !list.allows("random"))
+        #expect(RoomPatterns(claim: "lobby").allows("lobby") && !RoomPatterns(claim: "lobby").allows("other"))
+        // Claims the server cannot read allow nothing (never everything).
+        for unreadable in ["5", "true", #"{"a":1}"#, #"["a",5]"#, "[", "null"] {
+            #expect(!RoomPatterns(claim: unreadable).allows("a"), "\(unreadable)")
+        }
+        #expect(!RoomPatterns(claim: "[]").allows("lobby"))
+    }
+
+    @Test func pathologicalPatternsStayCheap() {
+        let pattern = String(repeating: "*a", count: 32) + "b"
+        let clock = ContinuousClock()
+        let took = clock.measure { #expect(!RoomPatterns.matches(String(repeating: "a", count: 64), pattern: pattern)) }
+        #expect(took < .seconds(5))   // a guard against exponential backtracking only
+    }
+}
+
+/// The client's reading of a token's `exp` (unverified, for scheduling a refresh).
+@Suite struct TokenExpiryTests {
+    private func token(_ payload: String) -> String {
+        let b64 = Data(payload.utf8).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        return "eyJhbGciOiJIUzI1NiJ9.\(b64).c2ln"
+    }
+
+    @Test func readsExpAndRefusesEverythingElse() {
+        #expect(TokenExpiry.of(token(#"{"sub":"a","exp":1700000000}"#)) == Date(timeIntervalSince1970: 1_700_000_000))
+        #expect(TokenExpiry.of(token(#"{"sub":"a"}"#)) == nil)
+        #expect(TokenExpiry.of(token(#"{"exp":"soon"}"#)) == nil)
+        #expect(TokenExpiry.of(token(#"{"exp":1e300}"#)) == nil)
+        #expect(TokenExpiry.of(token("[1]")) == nil)
+        #expect(TokenExpiry.of("not a token") == nil)
+        #expect(TokenExpiry.of("a.%%%.c") == nil)
+        #expect(TokenExpiry.unixSeconds(Date(timeIntervalSince1970: 12.9)) == 12)
+        #expect(TokenExpiry.unixSeconds(Date(timeIntervalSince1970: -5)) == nil)
+    }
+}

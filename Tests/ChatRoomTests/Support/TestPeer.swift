@@ -18,11 +18,13 @@ struct Event: Decodable, Sendable, CustomStringConvertible {
     var complete: Bool?
     /// In the `presence` answering this connection's own `join`: the key of its re-joins.
     var rejoinKey: String?
+    /// In `refreshed`: the connection's deadline, Unix seconds.
+    var exp: Int64?
     var error: ErrorBody?
     var raw: String = ""
 
     private enum CodingKeys: String, CodingKey {
-        case type, id, ts, room, user, text, isTyping, users, messages, complete, rejoinKey, error
+        case type, id, ts, room, user, text, isTyping, users, messages, complete, rejoinKey, exp, error
     }
 
     var description: String { raw.isEmpty ? "\(type) \(room ?? "") \(user ?? "") \(text ?? "")" : raw }
@@ -37,15 +39,17 @@ struct Event: Decodable, Sendable, CustomStringConvertible {
 /// One of "our" clients: ``SocketAdapter`` + the typed ``ChatCommand``; collects events.
 actor TestPeer {
     let name: String
-    let socket = SocketAdapter()
+    let socket: SocketAdapter
     private(set) var events: [Event] = []
     private var consumed = Set<Int>()
     private(set) var finished = false
 
-    init(_ name: String) { self.name = name }
+    init(_ name: String, socket: SocketAdapter = SocketAdapter()) { self.name = name; self.socket = socket }
 
-    static func connect(_ name: String, url: String, token: String? = nil) async throws -> TestPeer {
-        let peer = TestPeer(name)
+    /// `socket`: an adapter of the test's own (a token provider, a reconnect policy).
+    static func connect(_ name: String, url: String, token: String? = nil,
+                        socket: SocketAdapter = SocketAdapter()) async throws -> TestPeer {
+        let peer = TestPeer(name, socket: socket)
         try await peer.open(url: url, token: token)
         return peer
     }
