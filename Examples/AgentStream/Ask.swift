@@ -153,6 +153,8 @@ final class Renderer: @unchecked Sendable {
         case .resumeFailed(let reason):
             newline()
             show("[resume failed: \(reason)] events of this session were lost\n")
+        case .refreshed:
+            break
         case .error(let message, let type, _, _):
             newline()
             show("[error\(type.map { " \($0)" } ?? "")] \(message)\n")

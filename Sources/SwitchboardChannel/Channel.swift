@@ -6,8 +6,8 @@ import Synchronization
 
 /// An open `/v1/ws` channel: typed events in, typed commands out.
 ///
-/// Prefer ``withChannel(_:reconnect:group:logger:isolation:_:)``, which always closes the socket. A `Channel`
-/// made with ``connect(_:reconnect:group:logger:)`` must be closed with ``close()``.
+/// Prefer ``withChannel(_:reconnect:group:logger:tokenProvider:isolation:_:)``, which always closes the socket. A `Channel`
+/// made with ``connect(_:reconnect:group:logger:tokenProvider:)`` must be closed with ``close()``.
 public actor Channel {
     /// Everything the server sends, one event per line, in order. Finishes when the
     /// connection closes (for good, with a reconnect policy); ``closeStatus`` and ``lastError``
@@ -69,10 +69,25 @@ public actor Channel {
     ///   - group: the event loops to use (default: the process-wide shared group).
     ///   - logger: where the underlying `SocketAdapter` logs (default label
     ///     `switchboard.channel`; the session's token is never logged).
+    ///   - tokenProvider: for servers that verify expiring tokens (JWTs): asked for a token
+    ///     before every connect attempt (it replaces the endpoint's token on the upgrade, as
+    ///     `Authorization: Bearer`) and again at 80% of the token's lifetime, when the channel
+    ///     sends the refresh command `{"type":"refresh","data":{"token":"…"}}`
+    ///     (``ChannelCommand/refreshLine(token:)``) and the server answers with
+    ///     ``ChannelEvent/refreshed(expiresAt:)``. A connection closed with 4001 (token expired)
+    ///     or refused with `401` is retried per `reconnect` with a new token; a provider that
+    ///     throws ends the channel with its error. Default nil: the endpoint's token, and
+    ///     4001 / 401 are final.
     public static func connect(_ endpoint: ChannelEndpoint, reconnect: ReconnectPolicy = .never,
                                group: EventLoopGroup? = nil,
-                               logger: Logger = Logger(label: "switchboard.channel")) async throws(SwitchboardError) -> Channel {
-        let adapter = SocketAdapter(group: group, reconnect: reconnect, logger: logger)
+                               logger: Logger = Logger(label: "switchboard.channel"),
+                               tokenProvider: (@Sendable () async throws -> SocketToken)? = nil) async throws(SwitchboardError) -> Channel {
+        var refresh: (@Sendable (SocketToken) -> String)?
+        if tokenProvider != nil {
+            refresh = { (token: SocketToken) -> String in ChannelCommand.refreshLine(token: token.value) }
+        }
+        let adapter = SocketAdapter(group: group, reconnect: reconnect, logger: logger, tokenProvider: tokenProvider,
+                                    refreshCommand: refresh)
         let position = SequencePosition(endpoint.lastSequence)
         let lines = try await adapter.connect(resolving: { () throws(SwitchboardError) -> any SocketEndpoint in
             var current = endpoint
@@ -159,10 +174,10 @@ private final class IteratorBox: @unchecked Sendable {
     func next() async -> Data? { await iterator.next() }
 }
 
-/// Opens a channel (reconnecting and resuming the session per `reconnect`, see
-/// ``Channel/connect(_:reconnect:group:logger:)``), runs `body`, and closes the socket however
-/// `body` ends: return, throw or task cancellation. The close handshake is not interrupted by
-/// cancellation.
+/// Opens a channel (reconnecting and resuming the session per `reconnect`, and refreshing its
+/// token in-band with `tokenProvider`, see ``Channel/connect(_:reconnect:group:logger:tokenProvider:)``),
+/// runs `body`, and closes the socket however `body` ends: return, throw or task cancellation.
+/// The close handshake is not interrupted by cancellation.
 ///
 /// ```swift
 /// let answer = try await withChannel(endpoint) { channel in
@@ -178,9 +193,11 @@ private final class IteratorBox: @unchecked Sendable {
 public func withChannel<T>(_ endpoint: ChannelEndpoint, reconnect: ReconnectPolicy = .never,
                            group: EventLoopGroup? = nil,
                            logger: Logger = Logger(label: "switchboard.channel"),
+                           tokenProvider: (@Sendable () async throws -> SocketToken)? = nil,
                            isolation: isolated (any Actor)? = #isolation,
                            _ body: (Channel) async throws -> T) async throws -> T {
-    let channel = try await Channel.connect(endpoint, reconnect: reconnect, group: group, logger: logger)
+    let channel = try await Channel.connect(endpoint, reconnect: reconnect, group: group, logger: logger,
+                                            tokenProvider: tokenProvider)
     let result: Result<T, any Error>
     do {
         result = .success(try await body(channel))

@@ -91,6 +91,16 @@ public enum ChannelCommand: SocketCommand, Sendable, Equatable, Hashable {
         }
     }
 
+    /// The in-band token refresh, `{"type":"refresh","data":{"token":"…"}}` (no newline): what
+    /// a ``Channel`` with a token provider sends at 80% of its token's lifetime. The server
+    /// answers with ``ChannelEvent/refreshed(expiresAt:)``, or an `error` with code
+    /// `invalid_token`. A line rather than a case of this enum: it carries a secret, and a
+    /// command value is easily printed or logged.
+    public static func refreshLine(token: String) -> String {
+        JSONText.object([("type", JSONText.string("refresh")),
+                         ("data", JSONText.object([("token", JSONText.string(token))]))])
+    }
+
     /// Parses a command line given as a string; see ``init(line:)-(Data)``.
     public init(line: String) throws(DecodingError) {
         try self.init(line: Data(line.utf8))

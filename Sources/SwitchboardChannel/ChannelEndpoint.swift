@@ -53,7 +53,7 @@ public struct ChannelEndpoint: SocketEndpoint, CustomStringConvertible, CustomDe
     /// The `seq` of the last event received in this session, sent as `last_seq` to resume
     /// after it (the server replays the events after it, or answers
     /// ``ChannelEvent/resumeFailed(reason:)``); nil (the default) opens or continues the session
-    /// without replay. ``Channel/connect(_:reconnect:group:logger:)`` sets it on every
+    /// without replay. ``Channel/connect(_:reconnect:group:logger:tokenProvider:)`` sets it on every
     /// reconnection (0 when no event was received yet: the session is replayed from its start).
     public var lastSequence: UInt64?
     private let token: Secret?

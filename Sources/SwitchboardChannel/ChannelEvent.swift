@@ -68,6 +68,13 @@ public enum ChannelEvent: Sendable, Equatable, Hashable {
     /// period, or the server restarted: a new session starts) or `unknown_position` (a number
     /// the session never sent). The live stream follows; what was missed is lost.
     case resumeFailed(reason: String)
+    /// The server accepted an in-band token refresh (`{"type":"system","data":{"subtype":"refreshed",
+    /// "exp":N}}`, N in Unix seconds): the connection now lives until `expiresAt` (nil when the
+    /// server sent no `exp`). Not numbered and never replayed: it belongs to the connection
+    /// that refreshed. A ``Channel`` with a token provider sends the refreshes itself
+    /// (``ChannelCommand/refreshLine(token:)``); a refused one comes as an ``error(message:type:param:code:)``
+    /// with code `invalid_token`, and the connection keeps its old deadline.
+    case refreshed(expiresAt: Date?)
     /// An error (`{"type":"error","error":{…}}`).
     case error(message: String, type: String?, param: String?, code: String?)
     /// An error of type `rate_limit_error` with `retry_after` (seconds).
@@ -88,7 +95,7 @@ public enum ChannelEvent: Sendable, Equatable, Hashable {
         case .permissionRequest: "permission_request"
         case .response: "response"
         case .result: "result"
-        case .system, .resumeFailed: "system"
+        case .system, .resumeFailed, .refreshed: "system"
         case .error, .rateLimited: "error"
         case .unknown(let type, _): type
         case .decodingFailed: nil
@@ -176,13 +183,25 @@ public enum ChannelEvent: Sendable, Equatable, Hashable {
                            totalCostUsd: data["total_cost_usd"]?.numberValue ?? 0,
                            subtype: ResultSubtype(rawValue: try string("subtype")))
         case "system":
-            if data["subtype"]?.stringValue == "resume_failed" {
+            switch data["subtype"]?.stringValue {
+            case "resume_failed":
                 return .resumeFailed(reason: data["reason"]?.stringValue ?? "unknown")
+            case "refreshed":
+                return .refreshed(expiresAt: unixTime(data["exp"]))
+            default:
+                break
             }
             return .system(message: try string("message"))
         default:
             return .unknown(type: type, rawLine: raw)
         }
+    }
+
+    /// A Unix time in seconds as a date; nil unless a finite number in a sane range (±10^11 s,
+    /// about 3,000 years), so a hostile value cannot trap or mislead.
+    private static func unixTime(_ value: JSONValue?) -> Date? {
+        guard let n = value?.numberValue, n.isFinite, abs(n) < 1e11 else { return nil }
+        return Date(timeIntervalSince1970: n)
     }
 
     private static func decodeError(_ body: JSONValue?) throws(Failure) -> ChannelEvent {
@@ -237,6 +256,10 @@ public enum ChannelEvent: Sendable, Equatable, Hashable {
         case .resumeFailed(let reason):
             return event("system", [("subtype", s("resume_failed")), ("reason", s(reason)),
                                     ("message", s("could not resume: \(reason); events were missed"))])
+        case .refreshed(let expiresAt):
+            // Whole seconds, like a JWT's `exp`; `message` for clients that know only `system`.
+            let exp = expiresAt.map { n($0.timeIntervalSince1970.rounded(.down)) }
+            return event("system", [("subtype", s("refreshed")), ("exp", exp), ("message", s("token refreshed"))])
         case .error(let message, let type, let param, let code):
             let body = JSONText.object([("message", s(message)), ("type", type.map(s) ?? "null"),
                                         ("param", param.map(s) ?? "null"), ("code", code.map(s) ?? "null")])

@@ -60,6 +60,12 @@ public struct WebSocketCloseCode: RawRepresentable, Hashable, Sendable, CustomSt
     public static let badGateway = Self(rawValue: 1014)
     /// 1015: reserved; TLS handshake failure. Never sent.
     public static let tlsHandshakeFailure = Self(rawValue: 1015)
+    /// 4001 (application range): the credential the connection was accepted with expired and
+    /// was not refreshed in time; reason text "token expired". Sent by the server when the
+    /// deadline of `WebSocketAuthDecision.accept(userInfo:expiresAt:)` passes. A client should
+    /// reconnect only with a new token (the client adapter's reconnect policy does so when it
+    /// has a token provider, and treats the close as final otherwise).
+    public static let tokenExpired = Self(rawValue: 4001)
 
     /// The code and its name, e.g. `1000 (normal closure)`.
     public var description: String {
@@ -80,6 +86,7 @@ public struct WebSocketCloseCode: RawRepresentable, Hashable, Sendable, CustomSt
         case 1013: name = "try again later"
         case 1014: name = "bad gateway"
         case 1015: name = "TLS handshake failure"
+        case 4001: name = "token expired"
         default: name = rawValue >= 3000 ? "application" : "unassigned"
         }
         return "\(rawValue) (\(name))"

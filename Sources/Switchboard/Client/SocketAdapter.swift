@@ -67,6 +67,11 @@ public actor SocketAdapter: SocketClient {
     /// Set while the `onReconnect` hook runs: its sends go before the queued commands.
     @TaskLocal static var inReconnectHook = false
     var reconnectTask: Task<Void, Never>?
+    /// Asked for a bearer token before each connect attempt and for each refresh (see
+    /// ``init(group:reconnect:logger:tokenProvider:refreshCommand:)``).
+    nonisolated let tokenProvider: (@Sendable () async throws -> SocketToken)?
+    /// Builds the in-band refresh command from a new token; nil sends none.
+    nonisolated let refreshCommand: (@Sendable (SocketToken) -> String)?
     var rng = SecureRandom()
     let stateContinuation: AsyncStream<SocketConnectionState>.Continuation
 
@@ -90,11 +95,27 @@ public actor SocketAdapter: SocketClient {
     ///   - reconnect: opt-in automatic reconnection (default: ``ReconnectPolicy/never``).
     ///   - logger: where connects, reconnects and closes are logged (default label
     ///     `switchboard.client`; debug level for connects and closes, info for reconnects).
+    ///   - tokenProvider: asked for a bearer token before every connect attempt (the first and
+    ///     each reconnection); the token goes on the upgrade request as `Authorization: Bearer`,
+    ///     replacing one the endpoint set. Asked again at 80% of a token's lifetime (from when
+    ///     it was obtained to ``SocketToken/expiresAt``) while connected, for the in-band
+    ///     refresh. With a provider, a close with ``WebSocketCloseCode/tokenExpired`` (4001) or
+    ///     a handshake `401` is retried (per `reconnect`) once the provider returned a new
+    ///     token; a provider that throws ends the adapter with that error. Default nil: the
+    ///     endpoint's own headers, and 4001 / 401 are final.
+    ///   - refreshCommand: builds the command line that hands a refreshed token to the server on
+    ///     the open connection (e.g. `{"type":"refresh","token":"…"}`); sent like
+    ///     ``send(command:)`` (newline added). Default nil: nothing is sent mid-connection, the
+    ///     refreshed token is used by the next connect.
     public init(group: EventLoopGroup? = nil, reconnect: ReconnectPolicy = .never,
-                logger: Logger = Logger(label: "switchboard.client")) {
+                logger: Logger = Logger(label: "switchboard.client"),
+                tokenProvider: (@Sendable () async throws -> SocketToken)? = nil,
+                refreshCommand: (@Sendable (SocketToken) -> String)? = nil) {
         self.group = group
         self.reconnectPolicy = reconnect
         self.logger = logger
+        self.tokenProvider = tokenProvider
+        self.refreshCommand = refreshCommand
         self.counters = ConnectionCounters(logger: logger)
         (states, stateContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(256))
     }

@@ -84,6 +84,7 @@ extension WebSocketConnection {
         guard !transportClosed else { return }
         transportClosed = true
         stopKeepalive()
+        stopAuthenticationExpiry()
         closeTimer?.cancel()
         closeTimer = nil
         if closeStatus == nil {

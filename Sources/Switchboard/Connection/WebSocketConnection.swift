@@ -84,6 +84,9 @@ public actor WebSocketConnection: EventLoopTimerTarget {
 
     private var keepalive: WebSocketKeepalive?
     private var keepaliveTimer: EventLoopTimer?
+    /// The authentication deadline and its timer (WebSocketConnection+Authentication.swift);
+    /// nil for a connection accepted without `expiresAt`.
+    var authenticationExpiry: ConnectionAuthenticationExpiry?
     /// Close-time state, allocated when first needed (see ``ConnectionClosingState``).
     private var closingState: ConnectionClosingState?
     /// Topics in catch-up (``TopicCatchUp``); nil unless used.
@@ -190,8 +193,10 @@ public actor WebSocketConnection: EventLoopTimerTarget {
     }
 
     /// Takes over the channel (on the loop thread) and parses bytes that arrived with the handshake.
-    /// With `callbacks`, messages go to them instead of the receive queue.
-    nonisolated func start(leftover: [UInt8], callbacks: WebSocketCallbacksBox? = nil) {
+    /// With `callbacks`, messages go to them instead of the receive queue. With
+    /// `authenticationExpiresAt`, the connection closes with 4001 at that time unless extended.
+    nonisolated func start(leftover: [UInt8], callbacks: WebSocketCallbacksBox? = nil,
+                           authenticationExpiresAt: Date? = nil) {
         loop.assertInEventLoop()
         channel.delegate = self
         // A callback answers synchronously and cannot wait for room: the channel stops reading
@@ -200,6 +205,7 @@ public actor WebSocketConnection: EventLoopTimerTarget {
         assumeIsolated { conn in
             conn.callbacksBox = callbacks
             conn.startKeepalive()
+            conn.startAuthenticationExpiry(authenticationExpiresAt)
             do {
                 try callbacks?.callbacks.onOpen?(conn)
             } catch {
@@ -424,9 +430,19 @@ public actor WebSocketConnection: EventLoopTimerTarget {
         keepaliveTimer = loop.schedule(after: delay, target: self)
     }
 
-    /// The keepalive timer expired (``EventLoopTimerTarget``).
+    /// The keepalive or the authentication timer expired (``EventLoopTimerTarget``): both
+    /// target the connection, so that neither needs a closure; the one that fired has let go
+    /// of its target.
     nonisolated func timerFired() {
-        assumeIsolated { $0.keepaliveTick() }
+        assumeIsolated { conn in
+            if conn.authenticationTimerFired {
+                conn.authenticationTimerTick()
+            }
+            if conn.keepaliveTimer?.isCancelled ?? false {
+                conn.keepaliveTimer = nil
+                conn.keepaliveTick()
+            }
+        }
     }
 
     private func keepaliveTick() {

@@ -119,7 +119,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
                 return
             }
             guard let authenticate = route.authenticate else {
-                upgrade(request, route: route, userInfo: [:], leftover: leftover)
+                upgrade(request, route: route, userInfo: [:], expiresAt: nil, leftover: leftover)
                 return
             }
             // The hook may be async; run it on this loop so we resume here. The handshake timer
@@ -131,8 +131,8 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
                 loop.execute { [self] in
                     guard !done, !channel.isClosed else { return }
                     switch decision {
-                    case .accept(let userInfo):
-                        upgrade(request, route: route, userInfo: userInfo, leftover: leftover)
+                    case .accept(let userInfo, let expiresAt):
+                        upgrade(request, route: route, userInfo: userInfo, expiresAt: expiresAt, leftover: leftover)
                     case .reject(let response):
                         reject(response, reason: .authentication)
                     }
@@ -142,7 +142,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
     }
 
     private func upgrade(_ request: WebSocketUpgradeRequest, route: WebSocketRoute, userInfo: [String: String],
-                         leftover: [UInt8]) {
+                         expiresAt: Date?, leftover: [UInt8]) {
         let subprotocol = server.configuration.subprotocols.first { request.subprotocols.contains($0) }
         var deflate: PerMessageDeflateParameters?
         if route.compression, let compression = server.configuration.connection.compression {
@@ -170,7 +170,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         server.register(connection, peer: peer)
         switch route.handler {
         case .task(let handler):
-            connection.start(leftover: leftover)
+            connection.start(leftover: leftover, authenticationExpiresAt: expiresAt)
             let server = self.server
             server.handlerStarted()
             Task(executorPreference: channel.loop) {
@@ -178,7 +178,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
                 server.handlerFinished()
             }
         case .callbacks(let callbacks):
-            connection.start(leftover: leftover, callbacks: callbacks)
+            connection.start(leftover: leftover, callbacks: callbacks, authenticationExpiresAt: expiresAt)
         }
     }
 

@@ -1,9 +1,18 @@
+import Foundation
 import SwitchboardCore
 
 /// What an authentication hook decides about an upgrade request.
 public enum WebSocketAuthDecision: Sendable {
     /// Upgrade; `userInfo` becomes ``WebSocketConnection/userInfo`` (e.g. the user id).
-    case accept(userInfo: [String: String] = [:])
+    ///
+    /// `expiresAt` is when the credential that was checked stops being valid (a token's `exp`):
+    /// the server then closes the connection with ``WebSocketCloseCode/tokenExpired`` (4001,
+    /// "token expired") unless ``WebSocketConnection/extendAuthentication(until:)`` moved the
+    /// deadline later (an in-band refresh). Nil (the default) sets no deadline and costs
+    /// nothing: a connection authenticated by a credential that does not expire (a shared
+    /// secret, a client certificate checked at the handshake) lives as long as its peer wants.
+    /// A date already past closes the connection right after the upgrade.
+    case accept(userInfo: [String: String] = [:], expiresAt: Date? = nil)
     /// Refuse with this response (e.g. `HTTPResponse.error(status:message:type:code:)`, 401/403).
     case reject(HTTPResponse)
 
