@@ -82,6 +82,19 @@ ensure_python_proxy() {
         || python3 -m pip install -q --disable-pip-version-check --user --break-system-packages "proxy.py>=2.4"
 }
 
+# PyJWT (>= 2.4, with `cryptography` for RS*/PS*/ES*/EdDSA): the independent issuer of the
+# JWT tests' tokens. From PyPI: the python3 on PATH is not always Debian's (whose python3-jwt
+# would serve only /usr/bin/python3). Needs python3 and pip (ensure_python_websockets).
+ensure_python_jwt() {
+    if python3 -c 'import sys, jwt, cryptography; sys.exit(0 if tuple(map(int, jwt.__version__.split(".")[:2])) >= (2, 4) else 1)' 2>/dev/null; then
+        return
+    fi
+    say "installing Python PyJWT and cryptography"
+    python3 -m pip install -q --disable-pip-version-check "PyJWT>=2.4" cryptography 2>/dev/null \
+        || python3 -m pip install -q --disable-pip-version-check --break-system-packages "PyJWT>=2.4" cryptography \
+        || python3 -m pip install -q --disable-pip-version-check --user --break-system-packages "PyJWT>=2.4" cryptography
+}
+
 # A real Redis server (Debian's redis-server, which brings redis-cli from redis-tools): the peer
 # of the Redis client and backplane tests, which start their own servers on ephemeral ports.
 # Only the binaries matter: no system service is started or enabled here.

@@ -15,9 +15,8 @@ public struct VerifiedToken: Sendable {
     public var name: String
     /// The `exp` claim, when the token has one.
     public var expiresAt: Date?
-    /// Every other claim: strings as they are, other values as compact JSON text (a `rooms`
-    /// array arrives as `["a","b*"]`). `exp`, `nbf`, `iat`, `iss`, `aud`, `sub` and `name`
-    /// are not repeated here.
+    /// Every claim but `sub` and `name`: strings as they are, other values as compact JSON text
+    /// with sorted keys (a `rooms` array arrives as `["a","b*"]`, `exp` as `1767225600`).
     public var claims: [String: String]
 
     /// ``claims`` plus `"sub"` (``subject``) and `"name"` (``name``).
