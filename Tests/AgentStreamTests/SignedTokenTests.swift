@@ -8,7 +8,9 @@ import SwitchboardCore
 
 /// HS256 tokens for `agent-stream serve --jwt-secret-file`, made by `TestTokens`.
 enum AgentTokens {
-    static let secret = "agent-stream-test-secret-5f1c0e9a7b3d"
+    /// 64 bytes: HS512's hash size (jwt-kit asserts, in debug builds, that an HMAC key is at
+    /// least as long as its hash, and the server loads a secret for all three HS algorithms).
+    static let secret = "agent-stream-test-secret-5f1c0e9a7b3d-0123456789abcdef0123456789ab"
 
     /// A file holding ``secret`` (the server strips one trailing newline).
     static func secretFile(_ secret: String = AgentTokens.secret) throws -> String {
@@ -109,7 +111,7 @@ struct SignedTokenTests {
         let forged = [
             AgentTokens.token("mallory", lifetime: .seconds(600)),
             AgentTokens.token("alice", exp: AgentTokens.expiry(.seconds(0)) - 600),
-            AgentTokens.token("alice", lifetime: .seconds(600), secret: "another-secret-entirely-0000"),
+            AgentTokens.token("alice", lifetime: .seconds(600), secret: String(repeating: "x", count: 64)),
         ]
         for token in forged {
             try await client.refresh(token)
@@ -215,7 +217,7 @@ struct SignedTokenTests {
     /// Without a token, or with a forged one, the upgrade is refused with 401.
     @Test func anUpgradeWithoutAValidTokenIsRefusedWith401() async throws {
         let server = try await Self.server()
-        for token in [nil, AgentTokens.token("alice", secret: "not-the-server-secret-000000"), "not.a.jwt"] {
+        for token in [nil, AgentTokens.token("alice", secret: String(repeating: "y", count: 64)), "not.a.jwt"] {
             do {
                 let channel = try await Channel.connect(try server.endpoint(token: token))
                 Issue.record("connected with \(token ?? "no token")")
