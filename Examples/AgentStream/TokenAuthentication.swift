@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import ExampleSupport
 import Switchboard
 import SwitchboardCore
@@ -20,7 +21,9 @@ struct TokenAuthentication: Sendable {
     static func make(_ options: TokenOptions) async throws -> TokenAuthentication? {
         #if JWTSupport
         guard let authenticator = try await options.makeAuthenticator() else { return nil }
-        options.reloadOnHangUp(authenticator)
+        // To stderr with the server's other log lines (swift-log's default is stdout, whose
+        // first line announces the port).
+        options.reloadOnHangUp(authenticator, logger: Logger(label: "agent-stream", factory: { label in StreamLogHandler.standardError(label: label) }))
         return TokenAuthentication(authenticator)
         #else
         return nil

@@ -5,6 +5,9 @@ import SwitchboardChannel
 import Switchboard
 import SwitchboardTestSupport
 import SwitchboardCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// HS256 tokens for `agent-stream serve --jwt-secret-file`, made by `TestTokens`.
 enum AgentTokens {
@@ -212,6 +215,49 @@ struct SignedTokenTests {
         #expect(replay.map(\.seq) == [1, 2, 3], "\(replay)")
         #expect(!replay.contains { $0.subtype == "refreshed" }, "\(replay)")
         await resumed.close()
+    }
+
+    /// A refresh with a token that has no `exp` lifts the deadline: the connection outlives
+    /// its first token, and the `refreshed` event has no `exp`. One with an absurd `exp`
+    /// (year 3 million) is taken without trapping anything.
+    @Test func aRefreshWithoutExpiryLiftsTheDeadline() async throws {
+        let server = try await Self.server()
+        let exp = AgentTokens.expiry(.seconds(2))
+        let client = try await RawAgentClient.connect(port: server.port, session: UUID().uuidString,
+                                                      token: AgentTokens.token("alice", exp: exp))
+        try await client.refresh(AgentTokens.token("alice", exp: nil))
+        let refreshed = await client.read { $0.subtype == "refreshed" }
+        #expect(refreshed.count == 1, "\(refreshed)")
+        #expect((refreshed.last?["data"] as? [String: Any])?["exp"] == nil, "\(refreshed)")
+        while Date().timeIntervalSince1970 < Double(exp) + 0.5 {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        try await client.send(#"{"type":"cancel","data":{}}"#)
+        #expect(await client.read { $0.seq != nil }.last?.systemMessage == "no turn is running")
+        #expect(await client.closeStatus == nil)
+        try await client.refresh(AgentTokens.token("alice", exp: 99_999_999_999))
+        #expect(await client.read { $0.subtype == "refreshed" }.count == 1)
+        #expect(server.isRunning)
+        await client.close()
+    }
+
+    /// SIGHUP re-reads the secret file: tokens signed with the new secret are accepted from
+    /// then on, those signed with the old one refused.
+    @Test func hangUpReloadsTheSecretFile() async throws {
+        let file = try AgentTokens.secretFile()
+        let server = try await AgentServerProcess(["--jwt-secret-file", file])
+        let newSecret = String(repeating: "n", count: 64)
+        func status(_ token: String) async throws -> String {
+            String(try await rawUpgrade(port: server.port, query: "session_id=\(UUID().uuidString)",
+                                        headers: ["Authorization: Bearer \(token)"]).prefix(12))
+        }
+        #expect(try await status(AgentTokens.token("alice", secret: newSecret)) == "HTTP/1.1 401")
+        try Data((newSecret + "\n").utf8).write(to: URL(fileURLWithPath: file))
+        #expect(kill(server.pid, SIGHUP) == 0)
+        #expect(await server.waitForLog("JWT keys reloaded"))
+        #expect(try await status(AgentTokens.token("alice", secret: newSecret)) == "HTTP/1.1 101")
+        #expect(try await status(AgentTokens.token("alice")) == "HTTP/1.1 401")
+        #expect(!server.stderr.contains(newSecret))
     }
 
     /// Without a token, or with a forged one, the upgrade is refused with 401.
