@@ -55,6 +55,10 @@ public struct SwitchboardError: Error, Sendable, Equatable, CustomStringConverti
         public static let cancelled = Kind(name: "cancelled")
         /// A second task called `receive()` on a connection while another was waiting there.
         public static let concurrentReceive = Kind(name: "concurrentReceive")
+        /// A client's token provider (`SocketAdapter`'s `tokenProvider`) threw before a connect
+        /// attempt: ``SwitchboardError/message`` describes its error. Final: reconnection
+        /// ends with it, since no attempt can be authenticated without a token.
+        public static let tokenProvider = Kind(name: "tokenProvider")
         /// The kind's name, e.g. `notConnected`.
         public var description: String { name }
     }
@@ -112,6 +116,9 @@ public struct SwitchboardError: Error, Sendable, Equatable, CustomStringConverti
     static func invalidArgument(_ message: String) -> Self { Self(kind: .invalidArgument, message: message) }
     static func limitExceeded(_ message: String, closeCode: WebSocketCloseCode = .messageTooBig) -> Self {
         Self(kind: .limitExceeded, message: message, closeCode: closeCode)
+    }
+    static func tokenProvider(_ error: any Error) -> Self {
+        Self(kind: .tokenProvider, message: "the token provider failed: \(String(describing: error))")
     }
     static func io(_ e: SocketError) -> Self { Self(kind: .io, message: e.description, errno: e.errno) }
     static let cancelled = Self(kind: .cancelled, message: "cancelled")

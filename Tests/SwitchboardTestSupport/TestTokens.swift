@@ -28,14 +28,23 @@ package enum TestTokens {
         return input + "." + base64URL(hmacSHA256(Array(input.utf8), key: secret))
     }
 
+    /// An HS256 token over header and payload bytes given as they are (any JSON, or not JSON):
+    /// correctly signed tokens whose only fault is their shape.
+    package static func hs256(secret: String, rawHeader: String, rawPayload: String) -> String {
+        let input = base64URL(Array(rawHeader.utf8)) + "." + base64URL(Array(rawPayload.utf8))
+        return input + "." + base64URL(hmacSHA256(Array(input.utf8), key: Array(secret.utf8)))
+    }
+
     /// A token signed by PyJWT: `jwt.encode(claims, key, algorithm=algorithm, headers=header)`,
-    /// where `keyFile` holds the HMAC secret (raw bytes) or the PEM private key.
+    /// where `keyFile` holds the HMAC secret (raw bytes, one trailing newline ignored, as
+    /// `JWTKeySource.secretFile` reads it) or the PEM private key.
     package static func pyjwt(algorithm: String, keyFile: String, claims: [String: Any],
                               header: [String: Any] = [:]) throws -> String {
         let script = """
             import json, sys, jwt
             claims, header = json.loads(sys.argv[3]), json.loads(sys.argv[4])
             key = open(sys.argv[2], 'rb').read()
+            if sys.argv[1].startswith('HS') and key.endswith(b'\\n'): key = key[:-1]
             sys.stdout.write(jwt.encode(claims, key, algorithm=sys.argv[1], headers=header or None))
             """
         return try python(script, arguments: [algorithm, keyFile, String(decoding: json(claims), as: UTF8.self),

@@ -1,9 +1,10 @@
 #if JWTSupport
 import Foundation
 
-/// A token's header and payload, decoded and pre-checked before any signature work (RFC 7515
-/// §7.1, RFC 7519 §7.2): at most ``maxLength`` bytes, three base64url parts, JSON objects, a
-/// supported `alg` (never `none`), no `crit`.
+/// A token's parts, decoded and pre-checked before any signature work (RFC 7515 §5.2, RFC 7519
+/// §7.2): at most ``maxLength`` bytes, three base64url parts, a JSON object header with a
+/// supported `alg` (never `none`) and no `crit`; the payload is parsed by ``payloadObject()``
+/// (a JWS signature can be checked over any payload: RFC 8037's example signs plain text).
 ///
 /// Not `Sendable` (JSON values as `Any`): made and used inside one verification.
 struct JWTCompactToken {
@@ -18,7 +19,12 @@ struct JWTCompactToken {
     ]
 
     let header: [String: Any]
-    let payload: [String: Any]
+    /// The decoded payload bytes; ``payloadObject()`` parses them.
+    let payloadBytes: [UInt8]
+    /// The signed bytes: the first two parts and the dot between them, as received.
+    let signingInput: ArraySlice<UInt8>
+    /// The decoded signature.
+    let signature: [UInt8]
     /// The header's `alg`, one of ``supportedAlgorithms``.
     let algorithm: String
     /// The header's `kid`, if any.
@@ -34,7 +40,6 @@ struct JWTCompactToken {
             throw .invalid("malformed base64url")
         }
         guard let header = Self.jsonObject(headerBytes) else { throw .invalid("the header is not a JSON object") }
-        guard let payload = Self.jsonObject(payloadBytes) else { throw .invalid("the payload is not a JSON object") }
         guard let algorithm = header["alg"] as? String else { throw .invalid("the header has no alg") }
         if algorithm.lowercased() == "none" { throw .invalid("unsigned tokens (alg none) are not accepted") }
         guard Self.supportedAlgorithms.contains(algorithm) else { throw .invalid("unsupported algorithm") }
@@ -46,9 +51,17 @@ struct JWTCompactToken {
         guard keyID == nil || keyID is String else { throw .invalid("the header's kid is not a string") }
         guard !signature.isEmpty else { throw .invalid("the token has no signature") }
         self.header = header
-        self.payload = payload
+        self.payloadBytes = payloadBytes
+        self.signingInput = bytes[..<(parts[0].count + 1 + parts[1].count)]
+        self.signature = signature
         self.algorithm = algorithm
         self.keyID = keyID as? String
+    }
+
+    /// The payload as a JSON object (RFC 7519 §7.2 step 10: a JWT's payload is a JSON object).
+    func payloadObject() throws(JWTVerificationError) -> [String: Any] {
+        guard let payload = Self.jsonObject(payloadBytes) else { throw .invalid("the payload is not a JSON object") }
+        return payload
     }
 
     /// Unpadded base64url (RFC 7515 §2) decoded strictly: only the URL-safe alphabet, no `=`,

@@ -3,25 +3,26 @@ import Foundation
 import JWTKit
 
 /// The verification keys loaded from a ``JWTKeySource``, each bound to the algorithms its
-/// family allows, with one jwt-kit key collection per (key, algorithm) so that jwt-kit
-/// never picks an algorithm itself.
+/// family allows: one jwt-kit `JWTAlgorithm` (key and algorithm together) per pair, so that
+/// jwt-kit never picks an algorithm itself.
 ///
-/// jwt-kit verifies with the key it finds by `kid` (else its default key) whatever the header's
-/// `alg` says, and a JWK without `alg` keeps the algorithm of the first token it saw; binding
-/// every collection to one algorithm, and choosing it here, closes both.
+/// jwt-kit's `JWTKeyCollection.verify` checks with the key it finds by `kid` (else its default
+/// key) whatever the header's `alg` says, and a JWK without `alg` keeps the algorithm of the
+/// first token it saw; choosing the (key, algorithm) pair here closes both. The signature
+/// itself is always computed by jwt-kit (swift-crypto underneath).
 struct JWTKeySet: Sendable {
     struct Key: Sendable {
         /// The JWK's `kid`; nil for a secret or PEM key, which accepts any `kid`.
         var id: String?
-        /// `alg` → a collection holding only this key, for this algorithm.
-        var verifiers: [String: JWTKeyCollection]
+        /// `alg` → this key for this algorithm.
+        var verifiers: [String: any JWTAlgorithm]
     }
 
     var keys: [Key]
 
-    /// The collections that may verify a token with this `alg` and `kid`: a JWKS key only when
-    /// the `kid` is its own (or the token has none), a secret or PEM key whatever the `kid`.
-    func verifiers(algorithm: String, keyID: String?) -> [JWTKeyCollection] {
+    /// The keys that may verify a token with this `alg` and `kid`: a JWKS key only when the
+    /// `kid` is its own (or the token has none), a secret or PEM key whatever the `kid`.
+    func verifiers(algorithm: String, keyID: String?) -> [any JWTAlgorithm] {
         keys.compactMap { key in
             if let keyID, let id = key.id, id != keyID { return nil }
             return key.verifiers[algorithm]
@@ -49,6 +50,15 @@ struct JWTKeySet: Sendable {
         }
     }
 
+    /// The one key of `collection`, as jwt-kit's algorithm object.
+    private static func algorithm(_ collection: JWTKeyCollection) async throws(LoadError) -> any JWTAlgorithm {
+        do {
+            return try await collection.getKey()
+        } catch {
+            throw LoadError(description: "jwt-kit refused the key")
+        }
+    }
+
     private static func read(_ path: String) throws(LoadError) -> [UInt8] {
         guard let data = FileManager.default.contents(atPath: path) else { throw LoadError(description: "cannot read \(path)") }
         // Key files are small; a huge one is a mistake (a log, a core file), not a key.
@@ -56,11 +66,16 @@ struct JWTKeySet: Sendable {
         return Array(data)
     }
 
+    /// An HMAC secret, for the HS algorithms whose hash it is at least as long as (RFC 7518
+    /// §3.2: 32 bytes for HS256, 48 for HS384, 64 for HS512; jwt-kit asserts it too).
     private static func secretKey(_ bytes: [UInt8], id: String?, origin: String) async throws(LoadError) -> Key {
-        guard !bytes.isEmpty else { throw LoadError(description: "\(origin): the HMAC secret is empty") }
-        var verifiers: [String: JWTKeyCollection] = [:]
-        for (name, digest) in [("HS256", DigestAlgorithm.sha256), ("HS384", .sha384), ("HS512", .sha512)] {
-            verifiers[name] = await JWTKeyCollection().add(hmac: HMACKey(from: bytes), digestAlgorithm: digest)
+        guard bytes.count >= 32 else {
+            throw LoadError(description: "\(origin): the HMAC secret has \(bytes.count) bytes; HS256 needs at least 32 (RFC 7518 §3.2)")
+        }
+        var verifiers: [String: any JWTAlgorithm] = [:]
+        for (name, digest, size) in [("HS256", DigestAlgorithm.sha256, 32), ("HS384", .sha384, 48), ("HS512", .sha512, 64)]
+        where bytes.count >= size {
+            verifiers[name] = try await algorithm(JWTKeyCollection().add(hmac: HMACKey(from: bytes), digestAlgorithm: digest))
         }
         return Key(id: id, verifiers: verifiers)
     }
@@ -70,23 +85,23 @@ struct JWTKeySet: Sendable {
             throw LoadError(description: "\(path) holds a private key: give the server the public key only (openssl pkey -pubout)")
         }
         if let key = try? EdDSA.PublicKey(pem: pem) {
-            return Key(id: nil, verifiers: ["EdDSA": await JWTKeyCollection().add(eddsa: key)])
+            return Key(id: nil, verifiers: ["EdDSA": try await algorithm(JWTKeyCollection().add(eddsa: key))])
         }
         if let key = try? ES256PublicKey(pem: pem) {
-            return Key(id: nil, verifiers: ["ES256": await JWTKeyCollection().add(ecdsa: key)])
+            return Key(id: nil, verifiers: ["ES256": try await algorithm(JWTKeyCollection().add(ecdsa: key))])
         }
         if let key = try? ES384PublicKey(pem: pem) {
-            return Key(id: nil, verifiers: ["ES384": await JWTKeyCollection().add(ecdsa: key)])
+            return Key(id: nil, verifiers: ["ES384": try await algorithm(JWTKeyCollection().add(ecdsa: key))])
         }
         if let key = try? ES512PublicKey(pem: pem) {
-            return Key(id: nil, verifiers: ["ES512": await JWTKeyCollection().add(ecdsa: key)])
+            return Key(id: nil, verifiers: ["ES512": try await algorithm(JWTKeyCollection().add(ecdsa: key))])
         }
         if let key = try? Insecure.RSA.PublicKey(pem: pem) {
             return Key(id: nil, verifiers: [
-                "RS256": await JWTKeyCollection().add(rsa: key, digestAlgorithm: .sha256),
-                "RS384": await JWTKeyCollection().add(rsa: key, digestAlgorithm: .sha384),
-                "RS512": await JWTKeyCollection().add(rsa: key, digestAlgorithm: .sha512),
-                "PS256": await JWTKeyCollection().add(pss: key, digestAlgorithm: .sha256),
+                "RS256": try await algorithm(JWTKeyCollection().add(rsa: key, digestAlgorithm: .sha256)),
+                "RS384": try await algorithm(JWTKeyCollection().add(rsa: key, digestAlgorithm: .sha384)),
+                "RS512": try await algorithm(JWTKeyCollection().add(rsa: key, digestAlgorithm: .sha512)),
+                "PS256": try await algorithm(JWTKeyCollection().add(pss: key, digestAlgorithm: .sha256)),
             ])
         }
         throw LoadError(description: "\(path): not a PEM public key of a supported type (RSA of 2048 bits or more, EC P-256/384/521, Ed25519)")
@@ -128,10 +143,10 @@ struct JWTKeySet: Sendable {
             }
             let allowed = declared.map { algorithms.contains($0) ? [$0] : [] } ?? algorithms
             guard !allowed.isEmpty else { throw LoadError(description: "\(path): key \(id): alg does not fit its kty/crv") }
-            var verifiers: [String: JWTKeyCollection] = [:]
-            for algorithm in allowed {
+            var verifiers: [String: any JWTAlgorithm] = [:]
+            for name in allowed {
                 var bound = jwk
-                bound["alg"] = algorithm
+                bound["alg"] = name
                 bound["d"] = nil  // verification needs the public part only
                 bound["p"] = nil
                 bound["q"] = nil
@@ -140,9 +155,9 @@ struct JWTKeySet: Sendable {
                     throw LoadError(description: "\(path): key \(id) is not a valid JWK")
                 }
                 do {
-                    verifiers[algorithm] = try await JWTKeyCollection().add(jwk: parsed)
+                    verifiers[name] = try await JWTKeyCollection().add(jwk: parsed).getKey(alg: name)
                 } catch {
-                    throw LoadError(description: "\(path): key \(id) is not usable for \(algorithm)")
+                    throw LoadError(description: "\(path): key \(id) is not usable for \(name)")
                 }
             }
             keys.append(Key(id: id, verifiers: verifiers))

@@ -20,7 +20,9 @@ public struct JWTKeySource: Sendable {
     /// An HMAC secret in a file: its raw bytes, with one trailing newline (`\n` or `\r\n`)
     /// stripped so that `echo secret > file` works. Tokens may use HS256, HS384 or HS512.
     ///
-    /// Use a secret of at least 32 random bytes; an empty file is refused.
+    /// RFC 7518 §3.2 requires a secret at least as long as the hash: a secret of fewer than 32
+    /// bytes is refused, one of 32 to 47 bytes verifies HS256 only, 48 to 63 HS256 and HS384,
+    /// 64 or more all three. Make one with `openssl rand -base64 48 > secret`.
     public static func secretFile(_ path: String) -> JWTKeySource { .init(kind: .secretFile(path)) }
 
     /// A PEM public key in a file: RSA (`RS256`, `RS384`, `RS512`, `PS256`), EC P-256 (`ES256`),
@@ -38,6 +40,7 @@ public struct JWTKeySource: Sendable {
     public static func jwksFile(_ path: String) -> JWTKeySource { .init(kind: .jwksFile(path)) }
 
     /// An HMAC secret held in memory (tests, or a secret from a vault); `reload()` keeps it.
+    /// The same length rules as ``secretFile(_:)`` apply.
     public static func secret(_ bytes: [UInt8]) -> JWTKeySource { .init(kind: .secret(bytes)) }
 }
 

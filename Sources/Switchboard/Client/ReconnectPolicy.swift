@@ -10,6 +10,12 @@ import SwitchboardCore
 /// handshake rejections (a proxy's 407 or 403 included), TLS failures, pin mismatches, or
 /// closes with 1000, 1002, 1003, 1007, 1008, 1009 and other codes.
 ///
+/// Authentication: a close with 4001 (``WebSocketCloseCode/tokenExpired``) or a handshake `401`
+/// is retried only by an adapter with a token provider, which is asked for a new token before
+/// the attempt (a provider that throws ends the reconnection with its error); without one they
+/// are final, since the same credential would be refused again. A `429` (too many requests)
+/// stays final either way: reconnecting is what the server asked us not to do.
+///
 /// An outage ends only when a connection has stayed up for ``stableAfter``: a server that
 /// accepts the upgrade and closes at once (1011 from a handler that throws, 1013 from an
 /// overloaded server) counts as a failed attempt, so the delays keep growing and
@@ -68,6 +74,18 @@ public struct ReconnectPolicy: Sendable, Equatable {
         return .nanoseconds(Int64(clamping: UInt64.random(in: 0...ceiling, using: &rng)))
     }
 
+    /// Whether a connection that ended this way (or a failed attempt) is retried: a transient
+    /// failure, or with a token provider (which supplies a new token for the attempt) an
+    /// expired token (4001) or a `401`.
+    package static func isRetried(closeCode: WebSocketCloseCode?, error: SwitchboardError?,
+                                  hasTokenProvider: Bool) -> Bool {
+        if hasTokenProvider {
+            if let error, error.kind == .handshakeRejected, error.httpStatus == 401 { return true }
+            if error == nil, closeCode == .tokenExpired { return true }
+        }
+        return isTransient(closeCode: closeCode, error: error)
+    }
+
     /// Whether a connection that ended this way should be retried.
     package static func isTransient(closeCode: WebSocketCloseCode?, error: SwitchboardError?) -> Bool {
         if let error {
@@ -75,7 +93,8 @@ public struct ReconnectPolicy: Sendable, Equatable {
             case .connect, .timedOut, .io, .dns: return true
             // A proxy that could not reach the server (5xx) may later; a 407 or 403 will not change.
             case .handshakeRejected, .proxy: return (error.httpStatus ?? 0) >= 500
-            case .protocolViolation, .limitExceeded, .tls, .certificatePinning, .invalidArgument, .cancelled: return false
+            case .protocolViolation, .limitExceeded, .tls, .certificatePinning, .invalidArgument, .cancelled,
+                 .tokenProvider: return false
             default: break
             }
         }

@@ -13,8 +13,10 @@ extension SocketAdapter {
         let status = await c.closeStatus
         let error = await c.error
         ended = (status, error)
+        stopRefreshing()
         let policy = reconnectPolicy
-        let retry = policy.reconnects && !userClosed && ReconnectPolicy.isTransient(closeCode: status?.code, error: error)
+        let retry = policy.reconnects && !userClosed
+            && ReconnectPolicy.isRetried(closeCode: status?.code, error: error, hasTokenProvider: tokenProvider != nil)
         connection = nil
         outbox.withLock { $0.connectionChanged(to: nil) }
         reconnecting = retry
@@ -65,7 +67,7 @@ extension SocketAdapter {
             }
             stateContinuation.yield(.connecting)
             do {
-                let c = try await open(makeOptions())
+                let c = try await open(attemptOptions(makeOptions))
                 guard !userClosed else {
                     await c.close(code: .goingAway)
                     finish(status: ended?.status, error: lastError)
@@ -82,7 +84,7 @@ extension SocketAdapter {
                 return
             } catch {
                 lastError = error
-                if !ReconnectPolicy.isTransient(closeCode: nil, error: error) {
+                if !ReconnectPolicy.isRetried(closeCode: nil, error: error, hasTokenProvider: tokenProvider != nil) {
                     ended = (ended?.status, error)
                     finish(status: ended?.status, error: error)
                     return

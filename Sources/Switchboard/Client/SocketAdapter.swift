@@ -72,6 +72,10 @@ public actor SocketAdapter: SocketClient {
     nonisolated let tokenProvider: (@Sendable () async throws -> SocketToken)?
     /// Builds the in-band refresh command from a new token; nil sends none.
     nonisolated let refreshCommand: (@Sendable (SocketToken) -> String)?
+    /// The provider's latest token and when it was obtained (the start of its lifetime).
+    var token: (value: SocketToken, obtained: Date)?
+    /// Refreshes the token on the open connection (SocketAdapter+Tokens.swift).
+    var refreshTask: Task<Void, Never>?
     var rng = SecureRandom()
     let stateContinuation: AsyncStream<SocketConnectionState>.Continuation
 
@@ -175,6 +179,7 @@ public actor SocketAdapter: SocketClient {
         }
         reconnectTask?.cancel()
         reconnectTask = nil
+        stopRefreshing()
         userClosed = false
         ended = nil
         queuedCommands = []
@@ -187,7 +192,7 @@ public actor SocketAdapter: SocketClient {
         self.makeOptions = makeOptions
         stateContinuation.yield(.connecting)
         do {
-            try await install(open(makeOptions()), acceptingCommands: true)
+            try await install(open(attemptOptions(makeOptions)), acceptingCommands: true)
         } catch {
             ended = (nil, error)
             stateContinuation.yield(.closed(code: nil, reason: "", error: error))
@@ -223,6 +228,7 @@ public actor SocketAdapter: SocketClient {
         await c.onClose { [weak self] _ in
             Task { await self?.connectionEnded(c) }
         }
+        startRefreshing(on: c)
     }
 
     // MARK: Receiving
@@ -359,6 +365,7 @@ public actor SocketAdapter: SocketClient {
         // From now on `send` takes the checked path, which throws.
         outbox.withLock { $0.connectionChanged(to: nil) }
         reconnectTask?.cancel()
+        stopRefreshing()
         guard let c = connection else {
             if reconnecting { finish(status: ended?.status, error: ended?.error) }
             return

@@ -1,0 +1,97 @@
+import Foundation
+import Testing
+@testable import Switchboard
+import SwitchboardCore
+import SwitchboardTestSupport
+
+/// `.accept(userInfo:expiresAt:)`: the server closes a connection with 4001 "token expired"
+/// when its authentication deadline passes, on task and callback routes alike;
+/// `extendAuthentication(until:)` moves the deadline later (never earlier); a connection
+/// accepted without an expiry is never closed for it.
+@Suite(.timeLimit(.minutes(2)))
+struct AuthenticationExpiryTests {
+    /// Connects with `token` (no token provider: the endpoint's own header), and returns the
+    /// lines received until the server closed, the close status, and when the close came.
+    private func connectUntilClosed(_ server: ExpiringTokenServer, token: SocketToken,
+                                    sending commands: [String] = []) async throws
+        -> (lines: [String], status: WebSocketCloseStatus?, closedAt: Date) {
+        let adapter = SocketAdapter()
+        let lines = try await adapter.connect(to: try server.endpoint(headers: [("Authorization", "Bearer \(token.value)")]))
+        for command in commands { try await adapter.send(text: command + "\n") }
+        var received: [String] = []
+        for await line in lines { received.append(String(decoding: line, as: UTF8.self)) }
+        let closedAt = Date()
+        return (received, await adapter.closeStatus, closedAt)
+    }
+
+    @Test(arguments: [ExpiringTokenServer.Style.task, .callbacks])
+    func theServerClosesWith4001WhenTheTokenExpires(style: ExpiringTokenServer.Style) async throws {
+        let server = try await ExpiringTokenServer(style: style)
+        let token = server.issue(lifetime: .milliseconds(300))
+        let expiresAt = try #require(token.expiresAt)
+        let result = try await connectUntilClosed(server, token: token, sending: ["hello"])
+        #expect(result.lines == ["echo hello"])
+        #expect(result.status?.code == .tokenExpired)
+        #expect(result.status?.reason == "token expired")
+        #expect(result.closedAt >= expiresAt, "closed before the token expired")
+        #expect(await serverEventually { server.closeCodes == [4001] }, "\(server.closeCodes)")
+        #expect(server.openDeadlines == [expiresAt])
+        await server.stop()
+    }
+
+    /// In-band: a refresh with a token expiring earlier than the current deadline leaves it
+    /// (a replayed old token cannot shorten the connection), one expiring later moves it; the
+    /// connection outlives its first deadline and is closed at the new one.
+    @Test(arguments: [ExpiringTokenServer.Style.task, .callbacks])
+    func aRefreshMovesTheDeadlineLaterNeverEarlier(style: ExpiringTokenServer.Style) async throws {
+        let server = try await ExpiringTokenServer(style: style)
+        // The first lifetime only has to cover the connect and the first commands.
+        let first = server.issue(lifetime: TestEnvironment.sized(.seconds(2), tsan: .seconds(8)))
+        let earlier = server.issue(lifetime: .seconds(1))
+        let later = server.issue(lifetime: TestEnvironment.sized(.milliseconds(2600), tsan: .seconds(9)))
+        let firstDeadline = try #require(first.expiresAt)
+        let laterDeadline = try #require(later.expiresAt)
+        func ms(_ d: Date) -> String { "\(Int64(d.timeIntervalSince1970 * 1000))" }
+        let result = try await connectUntilClosed(server, token: first, sending: [
+            "refresh \(earlier.value)", "deadline", "refresh \(later.value)", "deadline",
+        ])
+        #expect(result.lines == ["refreshed", "deadline \(ms(firstDeadline))", "refreshed", "deadline \(ms(laterDeadline))"])
+        #expect(result.status?.code == .tokenExpired)
+        #expect(result.closedAt >= laterDeadline, "closed before the extended deadline")
+        #expect(server.refreshTokens == [earlier.value, later.value])
+        #expect(await serverEventually { server.closeCodes == [4001] }, "\(server.closeCodes)")
+        await server.stop()
+    }
+
+    /// Without `expiresAt` nothing closes the connection: it stays open (and answers) after a
+    /// connection accepted at the same time with an expiry was closed at its deadline. An
+    /// extension then gives it a deadline, which closes it.
+    @Test(arguments: [ExpiringTokenServer.Style.task, .callbacks])
+    func aConnectionWithoutExpiryIsNotClosedUntilAnExtensionGivesItOne(style: ExpiringTokenServer.Style) async throws {
+        let server = try await ExpiringTokenServer(style: style)
+        let forever = server.issue(lifetime: nil)
+        let adapter = SocketAdapter()
+        let lines = try await adapter.connect(to: try server.endpoint(headers: [("Authorization", "Bearer \(forever.value)")]))
+        var iterator = lines.makeAsyncIterator()
+        try await adapter.send(text: "deadline\n")
+        #expect(await iterator.next().map { String(decoding: $0, as: UTF8.self) } == "deadline none")
+
+        let short = server.issue(lifetime: .milliseconds(300))
+        let expired = try await connectUntilClosed(server, token: short)
+        #expect(expired.status?.code == .tokenExpired)
+
+        try await adapter.send(text: "still there?\n")
+        #expect(await iterator.next().map { String(decoding: $0, as: UTF8.self) } == "echo still there?")
+        #expect(await adapter.currentConnection?.isOpen == true)
+
+        let deadline = server.issue(lifetime: .milliseconds(300))
+        try await adapter.send(text: "refresh \(deadline.value)\n")
+        #expect(await iterator.next().map { String(decoding: $0, as: UTF8.self) } == "refreshed")
+        #expect(await iterator.next() == nil)
+        #expect(await adapter.closeStatus?.code == .tokenExpired)
+        #expect(Date() >= deadline.expiresAt ?? .distantFuture)
+        #expect(server.openDeadlines == [nil, short.expiresAt])
+        #expect(await serverEventually { server.closeCodes.sorted() == [4001, 4001] }, "\(server.closeCodes)")
+        await server.stop()
+    }
+}
