@@ -102,6 +102,40 @@ struct SignedTokenTests {
         #expect(!server.stderr.contains(AgentTokens.secret))
     }
 
+    /// A `Channel` with a token provider refreshes in-band by itself: it outlives three tokens'
+    /// expiries on one connection (no reconnection, no resume), and sees each `refreshed`.
+    @Test func aChannelWithATokenProviderStaysConnectedAcrossThreeExpiries() async throws {
+        let server = try await Self.server()
+        let lifetime = TestEnvironment.sized(Duration.seconds(3), tsan: .seconds(6))
+        let issued = TestLock<[Int]>([])
+        let session = UUID().uuidString
+        let channel = try await Channel.connect(try server.endpoint(session: session)) {
+            let exp = AgentTokens.expiry(lifetime)
+            issued.withLock { $0.append(exp) }
+            return SocketToken(AgentTokens.token("alice", exp: exp), expiresAt: Date(timeIntervalSince1970: Double(exp)))
+        }
+        var refreshes = 0
+        let events = await readEvents(channel) { event in
+            if case .refreshed = event { refreshes += 1 }
+            return refreshes == 3
+        }
+        #expect(refreshes == 3, "\(events)")
+        let tokens = issued.withLock { $0 }
+        #expect(tokens.count == 4, "\(tokens)")
+        // The third token expires too: the fourth keeps the connection.
+        let third = try #require(tokens.dropFirst(2).first)
+        while Date().timeIntervalSince1970 < Double(third) + 0.5 {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        try await channel.send(.cancel)
+        let reply = await readEvents(channel) { if case .system = $0 { true } else { false } }
+        #expect(reply.last == .system(message: "no turn is running"), "\(reply)")
+        #expect(await channel.closeStatus == nil)
+        await channel.close()
+        #expect(await server.waitForLog("session \(session) closed"))
+        #expect(!server.stderr.contains("resumed"), "the channel reconnected")
+    }
+
     /// A refresh with a token for another `sub`, an expired one or one with a bad signature is
     /// refused with an `error` `invalid_token`, and the connection keeps its deadline: it is
     /// closed with 4001 when its own token expires.
