@@ -17,7 +17,7 @@ struct Serve: AsyncParsableCommand {
 
     @Option(help: "Address to bind.") var host = "127.0.0.1"
     @Option(help: "Port to listen on (0 = ephemeral; the bound port is printed).") var port = 8090
-    @Option(help: "Require this bearer token (Authorization header or ?token=). Default: $AGENT_TOKEN (keeps it out of ps).")
+    @Option(help: "Require this bearer token (Authorization header or ?token=). Default: $AGENT_TOKEN (keeps it out of ps). Excludes the JWT flags.")
     var token: String?
     @Option(help: "Run this command per prompt instead of the built-in agent (JSON lines on stdin/stdout).")
     var agentCommand: String?

@@ -124,7 +124,7 @@ final class SessionRegistry: Sendable {
     }
 
     /// Decides an upgrade for session `id` in `authenticate`: a session that exists belongs to
-    /// the token it was opened with (compared in constant time) and takes no new slot; a new
+    /// the identity it was opened with (compared in constant time) and takes no new slot; a new
     /// one takes a slot now, within the caps (evicting the longest-detached session at the
     /// global cap), or is refused.
     func reserve(_ id: String, identity: String?, client: ClientKey?,

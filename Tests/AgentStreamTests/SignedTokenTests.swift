@@ -54,7 +54,7 @@ struct SignedTokenTests {
     /// not before the token's `exp`.
     @Test func aConnectionIsClosedWith4001WhenItsTokenExpires() async throws {
         let server = try await Self.server()
-        let exp = AgentTokens.expiry(.seconds(2))
+        let exp = AgentTokens.expiry(TestEnvironment.sized(.seconds(2), tsan: .seconds(6)))
         let client = try await RawAgentClient.connect(port: server.port, session: UUID().uuidString,
                                                       token: AgentTokens.token("alice", exp: exp))
         try await client.send(#"{"type":"cancel","data":{}}"#)
@@ -159,6 +159,7 @@ struct SignedTokenTests {
         #expect(!rest.contains { $0.subtype == "refreshed" }, "\(rest)")
         #expect(await client.closeStatus?.code.rawValue == 4001)
         #expect(Date().timeIntervalSince1970 >= Double(exp) - 1, "closed before the token expired")
+        for token in forged { #expect(!server.stderr.contains(token), "a token was logged") }
     }
 
     /// Takeover and resume of a session are for its `sub` only, with whatever fresh token:
@@ -256,7 +257,7 @@ struct SignedTokenTests {
     /// (year 3 million) is taken without trapping anything.
     @Test func aRefreshWithoutExpiryLiftsTheDeadline() async throws {
         let server = try await Self.server()
-        let exp = AgentTokens.expiry(.seconds(2))
+        let exp = AgentTokens.expiry(TestEnvironment.sized(.seconds(2), tsan: .seconds(6)))
         let client = try await RawAgentClient.connect(port: server.port, session: UUID().uuidString,
                                                       token: AgentTokens.token("alice", exp: exp))
         try await client.refresh(AgentTokens.token("alice", exp: nil))
