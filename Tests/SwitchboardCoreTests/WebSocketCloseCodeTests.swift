@@ -19,4 +19,10 @@ struct WebSocketCloseCodeTests {
         #expect(!WebSocketCloseCode.tlsHandshakeFailure.isSendable)
         #expect(WebSocketCloseCode.goingAway.isSendable)
     }
+    @Test func tokenExpiredIsTheSendableApplicationCode4001() {
+        #expect(WebSocketCloseCode.tokenExpired.rawValue == 4001)
+        #expect(WebSocketCloseCode.tokenExpired.isSendable)
+        #expect(WebSocketCloseCode(validatingWireCode: 4001) == .tokenExpired)
+        #expect(WebSocketCloseCode.tokenExpired.description == "4001 (token expired)")
+    }
 }

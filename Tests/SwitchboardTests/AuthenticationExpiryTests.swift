@@ -10,6 +10,10 @@ import SwitchboardTestSupport
 /// accepted without an expiry is never closed for it.
 @Suite(.timeLimit(.minutes(2)))
 struct AuthenticationExpiryTests {
+    /// A short token lifetime: long enough for the upgrade and a first exchange to get through
+    /// before it ends, on a loaded machine too (under ThreadSanitizer everything is 5-10x slower).
+    static let short = TestEnvironment.sized(Duration.milliseconds(300), tsan: .seconds(2))
+
     /// Connects with `token` (no token provider: the endpoint's own header), and returns the
     /// lines received until the server closed, the close status, and when the close came.
     private func connectUntilClosed(_ server: ExpiringTokenServer, token: SocketToken,
@@ -27,7 +31,7 @@ struct AuthenticationExpiryTests {
     @Test(arguments: [ExpiringTokenServer.Style.task, .callbacks])
     func theServerClosesWith4001WhenTheTokenExpires(style: ExpiringTokenServer.Style) async throws {
         let server = try await ExpiringTokenServer(style: style)
-        let token = server.issue(lifetime: .milliseconds(300))
+        let token = server.issue(lifetime: Self.short)
         let expiresAt = try #require(token.expiresAt)
         let result = try await connectUntilClosed(server, token: token, sending: ["hello"])
         #expect(result.lines == ["echo hello"])
@@ -76,7 +80,7 @@ struct AuthenticationExpiryTests {
         try await adapter.send(text: "deadline\n")
         #expect(await iterator.next().map { String(decoding: $0, as: UTF8.self) } == "deadline none")
 
-        let short = server.issue(lifetime: .milliseconds(300))
+        let short = server.issue(lifetime: Self.short)
         let expired = try await connectUntilClosed(server, token: short)
         #expect(expired.status?.code == .tokenExpired)
 
@@ -84,7 +88,7 @@ struct AuthenticationExpiryTests {
         #expect(await iterator.next().map { String(decoding: $0, as: UTF8.self) } == "echo still there?")
         #expect(await adapter.currentConnection?.isOpen == true)
 
-        let deadline = server.issue(lifetime: .milliseconds(300))
+        let deadline = server.issue(lifetime: Self.short)
         try await adapter.send(text: "refresh \(deadline.value)\n")
         #expect(await iterator.next().map { String(decoding: $0, as: UTF8.self) } == "refreshed")
         #expect(await iterator.next() == nil)

@@ -246,6 +246,19 @@ import Testing
         }
         #expect(await refusal(signed(#"{"typ":"JWT"}"#, goodPayload), by: authenticator)?.message == "the header has no alg")
         #expect(await refusal(signed(#"{"alg":"HS256","kid":7}"#, goodPayload), by: authenticator)?.code == "invalid_token")
+        // Nesting: JSONSerialization's depth limit (512) refuses what is deeper, and what it
+        // accepts comes back as JSON text; nothing recurses without bound.
+        for (depth, accepted) in [(400, true), (2500, false)] {
+            let nested = String(repeating: "[", count: depth) + String(repeating: "]", count: depth)
+            let token = signed(goodHeader, #"{"sub":"alice","x":\#(nested)}"#)
+            if accepted {
+                #expect(try await authenticator.verify(token).claims["x"] == nested)
+            } else {
+                #expect(await refusal(token, by: authenticator)?.message == "the payload is not a JSON object")
+            }
+            let deepHeader = #"{"alg":"HS256","x":\#(nested)}"#
+            if !accepted { #expect(await refusal(signed(deepHeader, goodPayload), by: authenticator)?.code == "invalid_token") }
+        }
         let numericSubject = #"{"sub":42}"#
         #expect(await refusal(signed(goodHeader, numericSubject), by: authenticator)?.message == "the token has no subject (sub)")
     }

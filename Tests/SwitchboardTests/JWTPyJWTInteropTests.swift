@@ -55,6 +55,28 @@ import Testing
         #expect(error?.message == "signature verification failed")
     }
 
+    /// The five-line PyJWT issuer of the DocC article (read from the article itself) makes
+    /// tokens the authenticator accepts from the same secret file.
+    @Test func docCArticlePyJWTIssuerWorks() async throws {
+        let keys = try JWTTestKeys.load()
+        let article = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../Sources/Switchboard/Switchboard.docc/VerifyingTokens.md")
+        let text = try String(contentsOf: article, encoding: .utf8)
+        let start = try #require(text.range(of: "```python\n"))
+        let end = try #require(text.range(of: "\n```", range: start.upperBound..<text.endIndex))
+        let snippet = String(text[start.upperBound..<end.lowerBound])
+        #expect(snippet.split(separator: "\n").count == 5)
+        #expect(snippet.contains("/etc/chat/jwt-secret"))
+        let script = snippet.replacingOccurrences(of: "\"/etc/chat/jwt-secret\"", with: "sys.argv[1]")
+            + "\nimport sys\nprint(socket_token('u-1', 'Ann'))\n"
+        let token = try TestTokens.python("import sys\n" + script, arguments: [keys.secretFile])
+        let verified = try await JWTAuthenticator(keys: .secretFile(keys.secretFile)).verify(token)
+        #expect(verified.subject == "u-1")
+        #expect(verified.name == "Ann")
+        let lifetime = try #require(verified.expiresAt).timeIntervalSinceNow
+        #expect(lifetime > 300 && lifetime <= 900)  // 900 s from when python ran; slack for a loaded machine
+    }
+
     /// `name` falls back to `sub`; an empty `name` counts as none.
     @Test func nameFallsBackToSubject() async throws {
         let authenticator = try await JWTAuthenticator(keys: .secret(Array(JWTTestKeys.secret.utf8)))

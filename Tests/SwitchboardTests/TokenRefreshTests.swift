@@ -11,6 +11,10 @@ import SwitchboardTestSupport
 /// token never reaches the adapter's logs or states.
 @Suite(.timeLimit(.minutes(2)))
 struct TokenRefreshTests {
+    /// A short token lifetime: long enough for the upgrade and a first exchange to get through
+    /// before it ends, on a loaded machine too (under ThreadSanitizer everything is 5-10x slower).
+    static let short = TestEnvironment.sized(Duration.milliseconds(300), tsan: .seconds(2))
+
     /// Hands out the server's tokens with the lifetimes given in turn (the last one repeated),
     /// or throws where the script says so; counts the calls.
     final class Provider: Sendable {
@@ -103,7 +107,7 @@ struct TokenRefreshTests {
     /// and a reconnect policy the adapter reconnects with a new token.
     @Test func withoutARefreshCommandA4001IsRetriedWithANewToken() async throws {
         let server = try await ExpiringTokenServer()
-        let provider = Provider(server, [.token(.milliseconds(300)), .token(.seconds(60))])
+        let provider = Provider(server, [.token(Self.short), .token(.seconds(60))])
         let adapter = SocketAdapter(reconnect: Self.quickRetry, tokenProvider: provider.next)
         let states = States(adapter)
         let lines = try await adapter.connect(to: try server.endpoint())
@@ -124,7 +128,7 @@ struct TokenRefreshTests {
     /// refused.
     @Test func withoutAProviderA4001IsFinal() async throws {
         let server = try await ExpiringTokenServer()
-        let token = server.issue(lifetime: .milliseconds(300))
+        let token = server.issue(lifetime: Self.short)
         let adapter = SocketAdapter(reconnect: Self.quickRetry)
         let states = States(adapter)
         let lines = try await adapter.connect(to: try server.endpoint(headers: [("Authorization", "Bearer \(token.value)")]))
@@ -203,6 +207,25 @@ struct TokenRefreshTests {
         #expect(server.upgradeTokens.count == 1)
         #expect(provider.calls == 2)
         states.task.cancel()
+        await server.stop()
+    }
+
+    /// A provider that hands out an already expired token does not start a busy loop of
+    /// refreshes: the refresh stops, and the server's 4001 ends the connection.
+    @Test func anExpiredTokenFromTheProviderStopsTheRefreshing() async throws {
+        let server = try await ExpiringTokenServer()
+        let lifetime = TestEnvironment.sized(Duration.milliseconds(1000), tsan: .seconds(4))
+        let provider = Provider(server, [.token(lifetime), .token(.seconds(-1))])
+        let log = TestLock<[String]>([])
+        let adapter = SocketAdapter(logger: capturingLogger(log), tokenProvider: provider.next,
+                                    refreshCommand: { "refresh \($0.value)" })
+        let lines = try await adapter.connect(to: try server.endpoint())
+        var received: [String] = []
+        for await line in lines { received.append(String(decoding: line, as: UTF8.self)) }
+        #expect(received == ["invalid_token"])
+        #expect(await adapter.closeStatus?.code == .tokenExpired)
+        #expect(provider.calls == 2)
+        #expect(log.withLock { $0.contains { $0.contains("returned an expired token") } })
         await server.stop()
     }
 

@@ -29,6 +29,8 @@ public final class JWTAuthenticator: Sendable {
     /// Loads the keys of `keys` and returns an authenticator that accepts tokens signed by them.
     ///
     /// - Parameters:
+    ///   - keys: where the verification keys come from; they also decide which `alg` values a
+    ///     token may carry.
     ///   - issuer: when set, a token's `iss` must equal it (`invalid_issuer`).
     ///   - audience: when set, a token's `aud` (a string or an array of strings) must contain it
     ///     (`invalid_audience`).
@@ -82,7 +84,7 @@ public final class JWTAuthenticator: Sendable {
         throw .invalid("signature verification failed")
     }
 
-    /// The route hook: verifies the request's bearer token (``WebSocketUpgradeRequest/bearerToken``:
+    /// The route hook: verifies the request's bearer token (`WebSocketUpgradeRequest.bearerToken`:
     /// an `Authorization: Bearer` header, else a `token` query item, which every log redacts).
     ///
     /// A valid token accepts the upgrade with ``VerifiedToken/userInfo`` and its expiry; a missing

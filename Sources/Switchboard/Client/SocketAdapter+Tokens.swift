@@ -24,15 +24,19 @@ extension SocketAdapter {
 
     /// Asks the provider for a token and keeps it (with when it was obtained, for the refresh).
     func fetchToken() async throws(SwitchboardError) -> SocketToken {
+        let token = try await requestToken()
+        self.token = (token, Date())
+        return token
+    }
+
+    /// Asks the provider for a token, without keeping it.
+    func requestToken() async throws(SwitchboardError) -> SocketToken {
         guard let tokenProvider else { throw .invalidArgument("no token provider") }
-        let token: SocketToken
         do {
-            token = try await tokenProvider()
+            return try await tokenProvider()
         } catch {
             throw .tokenProvider(error)
         }
-        self.token = (token, Date())
-        return token
     }
 
     /// What a token provider returned that cannot be sent.
@@ -57,11 +61,17 @@ extension SocketAdapter {
     }
 
     /// How long after `obtained` a token expiring at `expiresAt` is refreshed: at 80% of its
-    /// lifetime, leaving a fifth of it for the provider and the server (zero once past).
+    /// lifetime, leaving a fifth of it for the provider and the server (zero once past). The
+    /// lifetime is measured on this machine's clock, from when the provider returned the token.
     static func refreshDelay(obtained: Date, expiresAt: Date, now: Date) -> Duration {
         let due = obtained.addingTimeInterval(expiresAt.timeIntervalSince(obtained) * 0.8)
         return Self.duration(due.timeIntervalSince(now))
     }
+
+    /// The shortest wait between two refreshes (0.5 s): a provider whose tokens live only
+    /// milliseconds (a backend clock far off ours) must not turn the refresh into a busy loop
+    /// against the backend and the server. Well under any real token's lifetime (minutes).
+    static let minimumRefreshInterval: Duration = .milliseconds(500)
 
     static func duration(_ seconds: TimeInterval) -> Duration {
         guard seconds > 0, seconds.isFinite else { return .zero }
@@ -75,8 +85,16 @@ extension SocketAdapter {
     func refreshLoop(on c: WebSocketConnection) async {
         guard let refreshCommand else { return }
         while !Task.isCancelled, connection === c, let (current, obtained) = token, let expiresAt = current.expiresAt {
+            guard expiresAt > obtained else {
+                // Expired on arrival: refreshing cannot help; the server's 4001 (and, with a
+                // reconnect policy, a new connection asking the provider again) decides.
+                logger.warning("the token provider returned an expired token; not refreshing",
+                               metadata: ["connection": "\(c.id)"])
+                return
+            }
+            let delay = Self.refreshDelay(obtained: obtained, expiresAt: expiresAt, now: Date())
             do {
-                try await Task.sleep(for: Self.refreshDelay(obtained: obtained, expiresAt: expiresAt, now: Date()))
+                try await Task.sleep(for: max(delay, Self.minimumRefreshInterval))
             } catch {
                 return
             }
@@ -85,7 +103,7 @@ extension SocketAdapter {
             while fresh == nil {
                 guard !Task.isCancelled, connection === c else { return }
                 do {
-                    fresh = try await fetchToken()
+                    fresh = try await requestToken()
                 } catch {
                     failures += 1
                     let left = expiresAt.timeIntervalSinceNow
@@ -98,7 +116,9 @@ extension SocketAdapter {
                     do { try await Task.sleep(for: min(backoff, Self.duration(left))) } catch { return }
                 }
             }
+            // Kept only for the connection it was asked for (a reconnection asks anew).
             guard let fresh, !Task.isCancelled, connection === c else { return }
+            token = (fresh, Date())
             do {
                 try await send(command: TokenRefreshCommand(message: refreshCommand(fresh)))
             } catch {

@@ -25,6 +25,12 @@ import SwitchboardCore
 /// growing. Commands accepted by ``send(command:)`` and not yet handed to a connection when it
 /// ends are sent first on the next one; if there is no next one, they are in
 /// ``undeliveredCommands``.
+///
+/// With a `tokenProvider` (``init(group:reconnect:logger:tokenProvider:refreshCommand:)``),
+/// every connect attempt carries a fresh bearer token, and a `refreshCommand` hands the server
+/// a new one in-band at 80% of each token's lifetime, so a server that closes expired
+/// connections (4001, `WebSocketCloseCode.tokenExpired`) never has to; see
+/// <doc:TokenExpiry>.
 public actor SocketAdapter: SocketClient {
     let group: EventLoopGroup?
     /// Reconnection policy; ``ReconnectPolicy/never`` (the default) means the stream ends with

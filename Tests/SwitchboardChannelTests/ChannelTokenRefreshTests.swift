@@ -1,0 +1,156 @@
+import Foundation
+import Testing
+import SwitchboardChannel
+import Switchboard
+import SwitchboardCore
+
+/// The channel's side of token refresh: the `refresh` command line, the unnumbered `system`
+/// event `refreshed`, and a `Channel` with a token provider that refreshes in-band against a
+/// fake agent server whose tokens expire.
+@Suite("Channel token refresh", .timeLimit(.minutes(2)))
+struct ChannelTokenRefreshTests {
+    @Test func theRefreshCommandIsOneJSONLine() throws {
+        #expect(ChannelCommand.refreshLine(token: "a\"b") == #"{"type":"refresh","data":{"token":"a\"b"}}"#)
+    }
+
+    @Test func theRefreshedEventDecodesWithItsExpiry() {
+        let line = #"{"type":"system","data":{"subtype":"refreshed","exp":1764000000,"message":"token refreshed"}}"#
+        #expect(ChannelEvent(line: line) == .refreshed(expiresAt: Date(timeIntervalSince1970: 1_764_000_000)))
+        #expect(ChannelEvent(line: #"{"type":"system","data":{"subtype":"refreshed"}}"#) == .refreshed(expiresAt: nil))
+        // An exp that is not a sane number is dropped, not trusted nor fatal.
+        #expect(ChannelEvent(line: #"{"type":"system","data":{"subtype":"refreshed","exp":1e300}}"#) == .refreshed(expiresAt: nil))
+        #expect(ChannelEvent(line: #"{"type":"system","data":{"subtype":"refreshed","exp":"soon"}}"#) == .refreshed(expiresAt: nil))
+        let event = ChannelEvent.refreshed(expiresAt: Date(timeIntervalSince1970: 1_764_000_000.7))
+        #expect(event.type == "system")
+        #expect(event.jsonLine == #"{"type":"system","data":{"subtype":"refreshed","exp":1764000000,"message":"token refreshed"}}"#)
+        #expect(ChannelEvent(line: event.jsonLine) == .refreshed(expiresAt: Date(timeIntervalSince1970: 1_764_000_000)))
+    }
+
+    /// A channel with a token provider stays connected across three expiries: at 80% of each
+    /// token's lifetime it sends `{"type":"refresh","data":{"token":…}}` with a new token, the
+    /// server extends the connection and answers `refreshed`, which is delivered without
+    /// moving the channel's sequence position.
+    @Test func aChannelWithATokenProviderStaysConnectedAcrossThreeExpiries() async throws {
+        let server = try await FakeAgentServer()
+        // 20% of it (the time left for a refresh to get through) must cover a loaded machine.
+        let lifetime: TimeInterval = underThreadSanitizer ? 6 : 1.5
+        let endpoint = try ChannelEndpoint(baseURL: "ws://127.0.0.1:\(server.port)", sessionID: "s1", token: "stale")
+        let provider: @Sendable () async throws -> SocketToken = { server.issue(lifetime: lifetime) }
+        let refreshed = try await withChannel(endpoint, tokenProvider: provider) { channel in
+            try await channel.send(.message(content: "hi"))
+            var refreshed: [Date?] = []
+            for await event in channel.events {
+                if case .refreshed(let expiresAt) = event { refreshed.append(expiresAt) }
+                if refreshed.count == 4 { break }
+            }
+            #expect(channel.lastSequence == 1, "the numbered answer moved it; refreshed did not")
+            return refreshed
+        }
+        let issued = server.state.withLock { $0.issued }
+        #expect(issued.count == 5)
+        #expect(Date() > issued[2].expiresAt ?? .distantFuture, "three tokens' deadlines have passed")
+        #expect(server.state.withLock { $0.upgradeTokens } == [issued[0].value], "one connection, the provider's token")
+        #expect(server.state.withLock { $0.refreshTokens } == issued.dropFirst().map(\.value))
+        #expect(refreshed == issued.dropFirst().map { $0.expiresAt.map { Date(timeIntervalSince1970: $0.timeIntervalSince1970.rounded(.down)) } })
+        #expect(await eventually { server.state.withLock { $0.closeCodes } == [1000] })
+        await server.stop()
+    }
+}
+
+/// Whether this process runs under ThreadSanitizer (everything 5-10x slower): its runtime
+/// exports `__tsan_init`.
+let underThreadSanitizer: Bool = {
+    guard let main = dlopen(nil, RTLD_NOW) else { return false }
+    return dlsym(main, "__tsan_init") != nil
+}()
+
+/// Polls `condition` until it holds; false after a minute (which only ends a failing run).
+func eventually(_ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + .seconds(60)
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return condition()
+}
+
+/// A value behind a lock (this test target does not depend on the shared test support).
+final class Guarded<State>: @unchecked Sendable {
+    // Safety: `state` is only touched while `lock` is held.
+    private var state: State
+    private let lock = NSLock()
+    init(_ state: State) { self.state = state }
+    func withLock<R>(_ body: (inout State) throws -> R) rethrows -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&state)
+    }
+}
+
+/// Just enough of an agent server: tokens `tok-N` valid until the expiry they were issued
+/// with, a `message` answered by one numbered `partial`, a `refresh` with a valid token
+/// extending the connection and answered by an unnumbered `refreshed`.
+final class FakeAgentServer: Sendable {
+    struct State {
+        var expiries: [String: Date] = [:]
+        var issued: [SocketToken] = []
+        var upgradeTokens: [String] = []
+        var refreshTokens: [String] = []
+        var closeCodes: [UInt16] = []
+    }
+
+    let server: WebSocketServer
+    let port: Int
+    let state = Guarded(State())
+
+    init() async throws {
+        server = WebSocketServer(configuration: .init(host: "127.0.0.1", port: 0))
+        let state = self.state
+        server.route(ChannelEndpoint.channelPath, authenticate: { request in
+            let token = request.bearerToken ?? ""
+            let expiry = state.withLock { s in
+                s.upgradeTokens.append(token)
+                return s.expiries[token]
+            }
+            guard let expiry, expiry > Date() else { return .unauthorized() }
+            return .accept(userInfo: ["sub": "alice"], expiresAt: expiry)
+        }) { connection in
+            var seq = 0
+            for await line in connection.lines() {
+                guard let object = try? JSONSerialization.jsonObject(with: line) as? [String: Any],
+                      let type = object["type"] as? String else { continue }
+                let data = object["data"] as? [String: Any] ?? [:]
+                switch type {
+                case "message":
+                    seq += 1
+                    try? await connection.send(text: #"{"type":"partial","data":{"text":"hello"},"seq":\#(seq)}"# + "\n")
+                case "refresh":
+                    let token = data["token"] as? String ?? ""
+                    let expiry = state.withLock { s in
+                        s.refreshTokens.append(token)
+                        return s.expiries[token]
+                    }
+                    guard let expiry, expiry > Date() else { continue }
+                    connection.extendAuthentication(until: expiry)
+                    try? await connection.send(text: ChannelEvent.refreshed(expiresAt: expiry).jsonLine + "\n")
+                default:
+                    continue
+                }
+            }
+            let code = connection.closeStatus?.code.rawValue ?? 0
+            state.withLock { $0.closeCodes.append(code) }
+        }
+        port = try await server.start()
+    }
+
+    func issue(lifetime: TimeInterval) -> SocketToken {
+        state.withLock { s in
+            let token = SocketToken("tok-\(s.issued.count + 1)", expiresAt: Date().addingTimeInterval(lifetime))
+            s.issued.append(token)
+            s.expiries[token.value] = token.expiresAt
+            return token
+        }
+    }
+
+    func stop() async { await server.shutdown(timeout: .seconds(2)) }
+}
