@@ -48,11 +48,14 @@ struct SessionLimits: Sendable {
 }
 
 /// One session: outlives its connections for ``SessionLimits/grace``, reads commands while the
-/// current turn streams its events, and numbers every event (`seq`, from 1).
+/// current turn streams its events, and numbers every event (`seq`, from 1) but one: the
+/// `refreshed` answer to a connection's `refresh`.
 ///
 /// Ordering and memory: every outbound event is numbered and appended to one bounded log
 /// (`TopicReplayLog`), which is also the send queue: the current connection's writer sends
-/// from it in order. A reconnecting client gets the events after its `last_seq` from the same
+/// from it in order. The exception, `refreshed`, belongs to the connection that refreshed its
+/// token: it waits in that attachment's one unnumbered slot, is sent before the next numbered
+/// events, and is never replayed. A reconnecting client gets the events after its `last_seq` from the same
 /// log, then the live ones; a client too slow for the log's bound is closed with 1013 and
 /// resumes (or is told that it cannot). A turn's event is appended only if its generation is
 /// still current, checked and appended in one actor step, so nothing of a cancelled or
@@ -78,6 +81,11 @@ actor AgentSession {
         var sent: UInt64
         /// Too slow for the log's bound: nothing more is sent from the log.
         var overrun = Overrun.none
+        /// An unnumbered event for this connection only (`refreshed`), sent once the numbered
+        /// events up to `after` (those queued before it) are, and never kept for replay. One
+        /// at most: a newer one replaces it, so a client that sends refreshes without reading
+        /// holds one line here, not a queue.
+        var unnumbered: (line: String, after: UInt64)?
 
         init(id: UInt64, connection: WebSocketConnection, sent: UInt64) {
             self.id = id
@@ -115,7 +123,8 @@ actor AgentSession {
     enum Batch {
         /// Lines numbered `first`, `first + 1`, …
         case lines(first: UInt64, [String])
-        /// Lines sent again (pending permission requests, with their original `seq`).
+        /// Lines sent again (pending permission requests, with their original `seq`), or an
+        /// unnumbered line: sent as they are, not counted as sent from the log.
         case again([String])
         /// The log dropped events not sent yet: the client is too slow.
         case overrun
@@ -126,8 +135,12 @@ actor AgentSession {
     let sessionID: String
     /// The id as logged: escaped and cut (``TerminalText/inline(_:maxLength:)``), never raw.
     private let shownID: String
-    /// The bearer token the session was opened with (nil: none); never logged.
+    /// Who owns the session: the subject (`sub`) of the token it was opened with when the
+    /// server verifies tokens, else the bearer token it was opened with (nil: none); never
+    /// logged.
     let identity: String?
+    /// Checks a `refresh` command's token (nil: the server verifies no tokens, and refuses it).
+    private let verifier: TokenVerifier?
     private let agent: any Agent
     private let limits: SessionLimits
     private let onExpired: @Sendable (AgentSession) -> Void
@@ -152,9 +165,10 @@ actor AgentSession {
     private(set) var ended = false
 
     init(sessionID: String, identity: String?, agent: any Agent, rate: Double, burst: Int,
-         clientLimiter: ClientRateLimiter? = nil, limits: SessionLimits,
+         clientLimiter: ClientRateLimiter? = nil, limits: SessionLimits, verifier: TokenVerifier? = nil,
          onExpired: @escaping @Sendable (AgentSession) -> Void) {
         self.sessionID = sessionID
+        self.verifier = verifier
         self.shownID = TerminalText.inline(sessionID)
         self.clientLimiter = clientLimiter
         self.identity = identity
@@ -177,7 +191,7 @@ actor AgentSession {
         let id = attach(connection, lastSequence: lastSequence, resumeFailure: resumeFailure)
         let writer = Task.detached { [self] in await self.write(to: connection, attachment: id) }
         for await line in connection.lines() {
-            handle(line)
+            await handle(line, from: connection, attachment: id)
         }
         detach(id)
         await writer.value
@@ -289,6 +303,10 @@ actor AgentSession {
                 defer { resend = [] }
                 return .again(resend)
             }
+            if let pending = current.unnumbered, current.overrun == .none, sent >= pending.after {
+                attachment?.unnumbered = nil
+                return .again([pending.line])
+            }
             switch current.overrun {
             case .closed:
                 return .stop
@@ -300,7 +318,12 @@ actor AgentSession {
             }
             if events.lastSequence > sent {
                 switch events.replay(after: TopicPosition(epoch: events.epoch, sequence: sent), now: .now) {
-                case .recovered(let lines): return .lines(first: sent + 1, lines)
+                case .recovered(let lines):
+                    // Up to a waiting unnumbered event's place first.
+                    if let after = current.unnumbered?.after, after > sent, after - sent < UInt64(lines.count) {
+                        return .lines(first: sent + 1, Array(lines.prefix(Int(after - sent))))
+                    }
+                    return .lines(first: sent + 1, lines)
                 case .failed:
                     attachment?.overrun = .closed
                     return .overrun
@@ -315,12 +338,21 @@ actor AgentSession {
 
     // MARK: Inbound
 
-    private func handle(_ line: Data) {
+    /// Handles one command line of `connection` (attachment `id`). Commands are handled one
+    /// at a time, in order: a `refresh` waits for its verification before the next line.
+    private func handle(_ line: Data, from connection: WebSocketConnection, attachment id: UInt64) async {
         let command: ChannelCommand
         do {
             command = try ChannelCommand(line: line)
         } catch {
-            send(.error(message: error.reason, type: "invalid_request_error", param: nil, code: "invalid_command"))
+            switch RefreshCommand(line: line) {
+            case .refresh(let token)?:
+                await refresh(token: token, connection: connection, attachment: id)
+            case .malformed(let reason)?:
+                send(.error(message: reason, type: "invalid_request_error", param: nil, code: "invalid_command"))
+            case nil:
+                send(.error(message: error.reason, type: "invalid_request_error", param: nil, code: "invalid_command"))
+            }
             return
         }
         switch command {
@@ -363,6 +395,36 @@ actor AgentSession {
             if decision == .alwaysAllow { alwaysAllowed.insert(entry.name) }
             entry.continuation.resume(returning: decision)
         }
+    }
+
+    /// `refresh`: verifies the token, which must be for the session's owner (its `sub`), moves
+    /// the connection's deadline to the token's expiry (never earlier; no `exp`: no deadline)
+    /// and confirms with an unnumbered `refreshed` event. An invalid token, or one for another
+    /// subject, gets an `error` `invalid_token`, and the connection keeps its deadline.
+    private func refresh(token: String, connection: WebSocketConnection, attachment id: UInt64) async {
+        guard let verifier else {
+            send(.error(message: "this server verifies no tokens: there is nothing to refresh",
+                        type: "invalid_request_error", param: nil, code: "refresh_unsupported"))
+            return
+        }
+        let result = await verifier.check(token)
+        switch result {
+        case .invalid(let code, let message):
+            refuseRefresh("\(message) (\(code))")
+        case .valid(let subject, let expiresAt):
+            guard let identity, subject == identity else {
+                refuseRefresh("the token is for another subject than the session's")
+                return
+            }
+            await connection.extendAuthentication(until: expiresAt ?? .distantFuture)
+            // Not numbered, not replayed: it answers this connection, and one that resumes the
+            // session brings a token of its own.
+            sendUnnumbered(ChannelEvent.refreshed(expiresAt: expiresAt).jsonLine, attachment: id)
+        }
+    }
+
+    private func refuseRefresh(_ why: String) {
+        send(.error(message: "refresh refused: \(why)", type: "authentication_error", param: nil, code: "invalid_token"))
     }
 
     private func startTurn(prompt: String, model: String?) {
@@ -461,6 +523,14 @@ actor AgentSession {
     /// Session-level events (not tied to a turn).
     private func send(_ event: ChannelEvent) {
         append(event.jsonLine)
+    }
+
+    /// Sends `line` unnumbered to attachment `id` only (if it is still current), replacing one
+    /// not sent yet: it is not kept in the log, so a resumed connection never gets it.
+    private func sendUnnumbered(_ line: String, attachment id: UInt64) {
+        guard attachment?.id == id else { return }
+        attachment?.unnumbered = (line, events.lastSequence)
+        attachment?.wake()
     }
 
     /// Queues a turn's event line if its turn is still current.

@@ -17,7 +17,7 @@ struct Serve: AsyncParsableCommand {
 
     @Option(help: "Address to bind.") var host = "127.0.0.1"
     @Option(help: "Port to listen on (0 = ephemeral; the bound port is printed).") var port = 8090
-    @Option(help: "Require this bearer token (Authorization header or ?token=). Default: $AGENT_TOKEN (keeps it out of ps).")
+    @Option(help: "Require this bearer token (Authorization header or ?token=). Default: $AGENT_TOKEN (keeps it out of ps). Excludes the JWT flags.")
     var token: String?
     @Option(help: "Run this command per prompt instead of the built-in agent (JSON lines on stdin/stdout).")
     var agentCommand: String?
@@ -32,9 +32,15 @@ struct Serve: AsyncParsableCommand {
     var resumeBuffer = 1_000
     @Option(help: "Sessions at most, connected or in their grace period (beyond: 503, after evicting the longest-detached one).")
     var maxSessions = 256
-    @Option(help: "Sessions one client (its token when tokens are distinct) may own at most; 0: no limit (beyond: 429).")
+    @Option(help: "Sessions one client (its token's sub with the JWT flags, else its token when tokens are distinct) may own at most; 0: no limit (beyond: 429).")
     var maxSessionsPerClient = 16
     @OptionGroup var access: ServerAccessOptions
+    @OptionGroup var tokens: TokenOptions
+
+    /// `--token`, else `$AGENT_TOKEN` (an empty value counts as unset).
+    private var sharedToken: String? {
+        token ?? ProcessInfo.processInfo.environment["AGENT_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+    }
 
     func validate() throws {
         if port < 0 || port > 65535 { throw ValidationError("--port must be 0...65535") }
@@ -46,6 +52,8 @@ struct Serve: AsyncParsableCommand {
         if resumeBuffer < 1 || resumeBuffer > 1_000_000 { throw ValidationError("--resume-buffer must be 1...1000000 events") }
         if maxSessions < 1 || maxSessions > 1_000_000 { throw ValidationError("--max-sessions must be 1...1000000") }
         if maxSessionsPerClient < 0 { throw ValidationError("--max-sessions-per-client must be >= 0 (0: no limit)") }
+        // One shared secret (--token or AGENT_TOKEN) and per-user signed tokens exclude each other.
+        try tokens.validate(sharedToken: sharedToken)
     }
 
     func run() async throws {
@@ -59,7 +67,9 @@ struct Serve: AsyncParsableCommand {
         let server = WebSocketServer(configuration: config, logger: logger)
         let agent: any Agent = agentCommand.map { CommandAgent(command: $0) }
             ?? BuiltInAgent(wordDelay: .milliseconds(max(0, wordDelayMs)))
-        let token = self.token ?? ProcessInfo.processInfo.environment["AGENT_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+        let token = sharedToken
+        // With the JWT flags a session belongs to its token's subject, not to the token itself.
+        let signed = try await TokenAuthentication.make(tokens)
         let rate = self.rate, burst = self.burst, perClient = maxSessionsPerClient
         var limits = SessionLimits()
         limits.grace = .milliseconds(Int64((resumeGrace * 1000).rounded()))
@@ -72,20 +82,40 @@ struct Serve: AsyncParsableCommand {
             clientRate: (rate * 5, burst * 5)
         ) { id, identity, clientLimiter, registry in
             AgentSession(sessionID: id, identity: identity, agent: agent, rate: rate, burst: burst,
-                         clientLimiter: clientLimiter, limits: sessionLimits, onExpired: { registry.remove($0) })
+                         clientLimiter: clientLimiter, limits: sessionLimits, verifier: signed?.verifier,
+                         onExpired: { registry.remove($0) })
+        }
+        /// Who owns the request's sessions: the verified subject (`userInfo["sub"]`, set by the
+        /// authenticator) with the JWT flags, else the bearer token. Never logged.
+        @Sendable func identity(of request: WebSocketUpgradeRequest?, userInfo: [String: String]) -> String? {
+            signed != nil ? userInfo["sub"] : request?.bearerToken
         }
         /// Who the request's session counts against (nil: per-client limits are off).
-        @Sendable func client(of request: WebSocketUpgradeRequest?) -> ClientKey? {
+        @Sendable func client(of request: WebSocketUpgradeRequest?, userInfo: [String: String]) -> ClientKey? {
             guard perClient > 0 else { return nil }
+            if signed != nil, let subject = userInfo["sub"] { return ClientKey.of(subject: subject) }
             return ClientKey.of(presentedToken: request?.bearerToken, sharedToken: token, peerAddress: request?.remoteAddress)
         }
+        let owner = signed != nil ? "user" : "token"
+
         let refusals = RefusalLog()
         server.onHTTPRequest { head in
             guard head.method == "GET", head.path == "/healthz" else { return nil }
             return .json(status: 200, "{\"status\":\"ok\",\"sessions\":\(registry.count),\"refused\":\(registry.refused)}")
         }
         server.route(ChannelEndpoint.channelPath, authenticate: { request in
-            if let token {
+            // The token's claims (sub, name, …) and expiry: the connection is closed with 4001
+            // at `exp` unless a `refresh` extends it.
+            var claims: [String: String] = [:]
+            var expiresAt: Date?
+            if let signed {
+                switch await signed.authenticate(request) {
+                case .reject(let response):
+                    return .reject(response)
+                case .accept(let userInfo, let expiry):
+                    (claims, expiresAt) = (userInfo, expiry)
+                }
+            } else if let token {
                 guard let presented = request.bearerToken, ConstantTime.equals(presented, token) else {
                     return .unauthorized()
                 }
@@ -95,7 +125,10 @@ struct Serve: AsyncParsableCommand {
                 return .reject(.error(status: 400, message: "missing session_id query parameter",
                                       type: .invalidRequest, code: "missing_session_id"))
             }
-            var userInfo = ["session_id": session]
+            // Ours win over claims of the same names.
+            var userInfo = claims
+            userInfo["session_id"] = session
+            userInfo["last_seq"] = nil
             if let raw = request.queryItems.first(where: { $0.name == "last_seq" })?.value {
                 guard let lastSequence = UInt64(raw) else {
                     return .reject(.error(status: 400, message: "last_seq must be a non-negative integer",
@@ -103,12 +136,13 @@ struct Serve: AsyncParsableCommand {
                 }
                 userInfo["last_seq"] = String(lastSequence)
             }
-            // A session belongs to the token it was opened with; a new one takes a slot now.
-            switch registry.reserve(session, identity: request.bearerToken, client: client(of: request)) {
+            // A session belongs to the identity it was opened with; a new one takes a slot now.
+            switch registry.reserve(session, identity: identity(of: request, userInfo: userInfo),
+                                    client: client(of: request, userInfo: userInfo)) {
             case .existing, .reserved:
-                return .accept(userInfo: userInfo)
+                return .accept(userInfo: userInfo, expiresAt: expiresAt)
             case .forbidden:
-                return .reject(.error(status: 403, message: "session \(session) belongs to another token",
+                return .reject(.error(status: 403, message: "session \(session) belongs to another \(owner)",
                                       type: .permission, code: "session_forbidden"))
             case .serverFull:
                 refusals.note(registry)
@@ -123,16 +157,17 @@ struct Serve: AsyncParsableCommand {
             let sessionID = connection.userInfo["session_id"] ?? "?"
             let shownID = TerminalText.inline(sessionID)
             let lastSequence = connection.userInfo["last_seq"].flatMap { UInt64($0) }
-            let identity = connection.request?.bearerToken
+            let ownerIdentity = identity(of: connection.request, userInfo: connection.userInfo)
+            let clientKey = client(of: connection.request, userInfo: connection.userInfo)
             var expired = false
             while true {
                 let session: AgentSession, created: Bool
-                switch registry.claim(sessionID, identity: identity, client: client(of: connection.request)) {
+                switch registry.claim(sessionID, identity: ownerIdentity, client: clientKey) {
                 case .session(let s, let c):
                     (session, created) = (s, c)
                 case .forbidden:
-                    // Taken by another token between the check and now.
-                    await connection.close(code: .policyViolation, reason: "session belongs to another token")
+                    // Taken by another identity between the check and now.
+                    await connection.close(code: .policyViolation, reason: "session belongs to another \(owner)")
                     return
                 case .full:
                     // Its session ended between the check and now, and no slot is left for a new one.

@@ -19,8 +19,8 @@ struct SessionCaps: Sendable {
     var reservationTimeout: Duration = .seconds(10)
 }
 
-/// Who a session counts against for the per-client cap and rate: one function, so that a later
-/// notion of identity (a token's subject) changes it in one place.
+/// Who a session counts against for the per-client cap and rate: a verified token's subject,
+/// else a distinct bearer token, else the peer's address.
 struct ClientKey: Hashable, Sendable {
     private let value: String
 
@@ -31,6 +31,12 @@ struct ClientKey: Hashable, Sendable {
     static func of(presentedToken: String?, sharedToken: String?, peerAddress: String?) -> ClientKey {
         if sharedToken == nil, let presentedToken { return ClientKey(value: "token:" + presentedToken) }
         return ClientKey(value: "address:" + (peerAddress ?? "unknown"))
+    }
+
+    /// The client behind a verified token (JWT flags): its subject (`sub`), whatever token it
+    /// presents, so that fetching fresh tokens buys no new sessions.
+    static func of(subject: String) -> ClientKey {
+        ClientKey(value: "sub:" + subject)
     }
 }
 
@@ -50,7 +56,7 @@ enum SessionAdmission: Equatable, Sendable {
     case existing
     /// A new session's slot is held for this upgrade until its handler claims it.
     case reserved
-    /// The session belongs to another token (403).
+    /// The session belongs to another identity: token, or subject (403).
     case forbidden
     /// `maxSessions` are taken and none is detached (503).
     case serverFull
@@ -59,8 +65,8 @@ enum SessionAdmission: Equatable, Sendable {
 }
 
 /// The server's sessions by id, within ``SessionCaps``: a session outlives its connections for
-/// its grace period, and only a client presenting the token it was opened with may take it
-/// over.
+/// its grace period, and only a client of the same identity (the verified token's subject with
+/// the JWT flags, else the bearer token it was opened with) may take it over.
 ///
 /// A new session's slot is taken in `authenticate` (``reserve(_:identity:client:)``), under the
 /// same lock as the count, so two upgrades cannot both take the last slot; the connection's
@@ -118,7 +124,7 @@ final class SessionRegistry: Sendable {
     }
 
     /// Decides an upgrade for session `id` in `authenticate`: a session that exists belongs to
-    /// the token it was opened with (compared in constant time) and takes no new slot; a new
+    /// the identity it was opened with (compared in constant time) and takes no new slot; a new
     /// one takes a slot now, within the caps (evicting the longest-detached session at the
     /// global cap), or is refused.
     func reserve(_ id: String, identity: String?, client: ClientKey?,

@@ -30,6 +30,20 @@ struct TokenAndTextTests {
         #expect(!server.stderr.contains("env-token"), "the token was logged")
     }
 
+    /// A server with a shared token (no signed tokens) has nothing to refresh: `refresh` gets
+    /// an `error` `refresh_unsupported`, numbered like any error, and the session goes on.
+    @Test func refreshWithoutSignedTokensIsUnsupported() async throws {
+        let server = try await AgentServerProcess(environment: ["AGENT_TOKEN": "env-token"])
+        let client = try await RawAgentClient.connect(port: server.port, session: UUID().uuidString, token: "env-token")
+        try await client.refresh("env-token")
+        try await client.send(#"{"type":"refresh","data":{}}"#)
+        try await client.send(#"{"type":"cancel","data":{}}"#)
+        let lines = await client.read { $0.seq == 3 }
+        #expect(lines.map(\.errorCode) == ["refresh_unsupported", "invalid_command", nil], "\(lines)")
+        #expect(lines.last?.systemMessage == "no turn is running")
+        await client.close()
+    }
+
     /// Session ids (and message ids) reach the log escaped and cut: an id carrying an escape sequence and a
     /// newline cannot recolour the log or forge a line of it.
     @Test func sessionIDsAreLoggedEscaped() async throws {
