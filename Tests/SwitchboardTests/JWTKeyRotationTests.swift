@@ -142,3 +142,23 @@ import Testing
 }
 
 #endif
+
+#if JWTSupport
+/// A key source's descriptions show where keys come from, never an in-memory secret.
+@Suite struct JWTKeySourceDescriptionTests {
+    @Test func inMemorySecretIsNeverShown() {
+        let secret = "in-memory-secret-0123456789abcdef0123456789"
+        let source = JWTKeySource.secret(Array(secret.utf8))
+        var dumped = ""
+        dump(source, to: &dumped)
+        let bytesText = "\(Array(secret.utf8))"
+        for text in [source.description, source.debugDescription, "\(source)", String(reflecting: source), dumped] {
+            #expect(!text.contains(secret) && !text.contains(bytesText) && !text.contains("105, 110, 45"), "\(text)")
+            #expect(text.contains("redacted"), "\(text)")
+        }
+        #expect(JWTKeySource.jwksFile("/etc/keys.json").description == "JWKS file /etc/keys.json")
+        #expect(JWTKeySource.secretFile("/etc/secret").description == "HMAC secret file /etc/secret")
+        #expect(JWTKeySource.publicKeyFile("/etc/key.pem").description == "public key file /etc/key.pem")
+    }
+}
+#endif
