@@ -178,7 +178,7 @@ struct SignedTokenTests {
                 let intruder = try await Channel.connect(endpoint)
                 await intruder.close()
                 return nil
-            } catch let error as SwitchboardError {
+            } catch {
                 return error.httpStatus
             }
         }

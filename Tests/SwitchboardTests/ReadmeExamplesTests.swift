@@ -102,6 +102,35 @@ func serveMutualTLS() async throws {
     try await server.run()
 }
 
+#if JWTSupport
+// "Identity: signed tokens that expire and refresh", verbatim (compiled only).
+func serveWithTokens() async throws {
+    let jwt = try await JWTAuthenticator(keys: .secretFile("/etc/chat/jwt-secret"))
+    let server = WebSocketServer(configuration: .init(host: "127.0.0.1", port: 8080))
+    server.route("/v1/ws", authenticate: jwt.authenticate) { connection in
+        let user = connection.userInfo["sub"] ?? ""     // closed with 4001 at the token's exp…
+        for await line in connection.lines() {
+            let text = String(decoding: line, as: UTF8.self)
+            if text.hasPrefix("refresh "), let fresh = try? await jwt.verify(String(text.dropFirst(8))),
+               fresh.subject == user, let exp = fresh.expiresAt {
+                connection.extendAuthentication(until: exp)   // …unless refreshed in-band (same sub)
+                continue
+            }
+            try await connection.send(text: "\(user): \(text)\n")
+        }
+    }
+    try await server.run()
+}
+#endif
+
+func connectWithTokens(fetchToken: @escaping @Sendable () async throws -> SocketToken) async throws {
+    let socket = SocketAdapter(reconnect: ReconnectPolicy(),
+                               tokenProvider: fetchToken,              // SocketToken(jwt, expiresAt: exp)
+                               refreshCommand: { "refresh \($0.value)" })
+    let lines = try await socket.connect(to: ChatEndpoint(port: 8080))
+    for await line in lines { print(String(decoding: line, as: UTF8.self)) }
+}
+
 @Suite("README examples")
 struct ReadmeExamplesTests {
     @Test func readmeCallbackRouteEchoes() async throws {

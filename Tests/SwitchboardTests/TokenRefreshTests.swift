@@ -13,7 +13,7 @@ import SwitchboardTestSupport
 struct TokenRefreshTests {
     /// A short token lifetime: long enough for the upgrade and a first exchange to get through
     /// before it ends, on a loaded machine too (under ThreadSanitizer everything is 5-10x slower).
-    static let short = TestEnvironment.sized(Duration.milliseconds(300), tsan: .seconds(2))
+    static let short = TestEnvironment.sized(Duration.milliseconds(1500), tsan: .seconds(5))
 
     /// Hands out the server's tokens with the lifetimes given in turn (the last one repeated),
     /// or throws where the script says so; counts the calls.
