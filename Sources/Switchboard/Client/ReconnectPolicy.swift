@@ -10,7 +10,7 @@ import SwitchboardCore
 /// handshake rejections (a proxy's 407 or 403 included), TLS failures, pin mismatches, or
 /// closes with 1000, 1002, 1003, 1007, 1008, 1009 and other codes.
 ///
-/// Authentication: a close with 4001 (``WebSocketCloseCode/tokenExpired``) or a handshake `401`
+/// Authentication: a close with 4001 (`WebSocketCloseCode.tokenExpired`) or a handshake `401`
 /// is retried only by an adapter with a token provider, which is asked for a new token before
 /// the attempt (a provider that throws ends the reconnection with its error); without one they
 /// are final, since the same credential would be refused again. A `429` (too many requests)

@@ -109,7 +109,7 @@ public actor SocketAdapter: SocketClient {
     ///     each reconnection); the token goes on the upgrade request as `Authorization: Bearer`,
     ///     replacing one the endpoint set. Asked again at 80% of a token's lifetime (from when
     ///     it was obtained to ``SocketToken/expiresAt``) while connected, for the in-band
-    ///     refresh. With a provider, a close with ``WebSocketCloseCode/tokenExpired`` (4001) or
+    ///     refresh. With a provider, a close with `WebSocketCloseCode.tokenExpired` (4001) or
     ///     a handshake `401` is retried (per `reconnect`) once the provider returned a new
     ///     token; a provider that throws ends the adapter with that error. Default nil: the
     ///     endpoint's own headers, and 4001 / 401 are final.

@@ -4,7 +4,7 @@ import SwitchboardCore
 
 /// The deadline of the credential a server connection was accepted with
 /// (``WebSocketAuthDecision/accept(userInfo:expiresAt:)``): a timer on the connection's loop
-/// closes it with ``WebSocketCloseCode/tokenExpired`` unless an in-band refresh moved it.
+/// closes it with `WebSocketCloseCode.tokenExpired` unless an in-band refresh moved it.
 extension WebSocketConnection {
     /// When the connection's authentication expires: the `expiresAt` its authentication hook
     /// accepted it with, as moved by ``extendAuthentication(until:)``; nil when it has none
@@ -17,7 +17,7 @@ extension WebSocketConnection {
     /// without a deadline this sets one. No effect once the connection is closing.
     ///
     /// When the deadline passes without an extension, the connection is closed with
-    /// ``WebSocketCloseCode/tokenExpired`` (4001, "token expired").
+    /// `WebSocketCloseCode.tokenExpired` (4001, "token expired").
     public func extendAuthentication(until: Date) {
         guard !transportClosed, proto.state == .open else { return }
         if let expiry = authenticationExpiry {
@@ -73,7 +73,7 @@ extension WebSocketConnection {
         startClose(code: .tokenExpired, reason: Self.tokenExpiredReason)
     }
 
-    /// The close reason sent with ``WebSocketCloseCode/tokenExpired``.
+    /// The close reason sent with `WebSocketCloseCode.tokenExpired`.
     static let tokenExpiredReason = "token expired"
 
     /// Cancels the authentication timer (every way of closing calls it), releasing the

@@ -6,7 +6,7 @@ public enum WebSocketAuthDecision: Sendable {
     /// Upgrade; `userInfo` becomes ``WebSocketConnection/userInfo`` (e.g. the user id).
     ///
     /// `expiresAt` is when the credential that was checked stops being valid (a token's `exp`):
-    /// the server then closes the connection with ``WebSocketCloseCode/tokenExpired`` (4001,
+    /// the server then closes the connection with `WebSocketCloseCode.tokenExpired` (4001,
     /// "token expired") unless ``WebSocketConnection/extendAuthentication(until:)`` moved the
     /// deadline later (an in-band refresh). Nil (the default) sets no deadline and costs
     /// nothing: a connection authenticated by a credential that does not expire (a shared
