@@ -13,7 +13,7 @@ struct AuthenticationExpiryTests {
     /// A short token lifetime: long enough for the upgrade and a first exchange to get through
     /// before it ends, on a loaded machine too (the whole suite runs in parallel on 2 cores:
     /// 300 ms was not always enough there; under ThreadSanitizer everything is 5-10x slower).
-    static let short = TestEnvironment.sized(Duration.seconds(2), tsan: .seconds(6))
+    static let short = TestEnvironment.sized(Duration.seconds(2), tsan: .seconds(10))
 
     /// Connects with `token` (no token provider: the endpoint's own header), and returns the
     /// lines received until the server closed, the close status, and when the close came.
@@ -34,8 +34,10 @@ struct AuthenticationExpiryTests {
         let server = try await ExpiringTokenServer(style: style)
         let token = server.issue(lifetime: Self.short)
         let expiresAt = try #require(token.expiresAt)
-        let result = try await connectUntilClosed(server, token: token, sending: ["hello"])
-        #expect(result.lines == ["echo hello"])
+        // Nothing sent: under ThreadSanitizer, with the whole suite in parallel on 2 cores, the
+        // upgrade alone took seconds, and a send could meet the close (what is checked here).
+        let result = try await connectUntilClosed(server, token: token)
+        #expect(result.lines.isEmpty)
         #expect(result.status?.code == .tokenExpired)
         #expect(result.status?.reason == "token expired")
         #expect(result.closedAt >= expiresAt, "closed before the token expired")
@@ -51,9 +53,9 @@ struct AuthenticationExpiryTests {
     func aRefreshMovesTheDeadlineLaterNeverEarlier(style: ExpiringTokenServer.Style) async throws {
         let server = try await ExpiringTokenServer(style: style)
         // The first lifetime only has to cover the connect and the first commands.
-        let first = server.issue(lifetime: TestEnvironment.sized(.seconds(2), tsan: .seconds(8)))
+        let first = server.issue(lifetime: TestEnvironment.sized(.seconds(2), tsan: .seconds(16)))
         let earlier = server.issue(lifetime: .seconds(1))
-        let later = server.issue(lifetime: TestEnvironment.sized(.milliseconds(2600), tsan: .seconds(9)))
+        let later = server.issue(lifetime: TestEnvironment.sized(.milliseconds(2600), tsan: .seconds(18)))
         let firstDeadline = try #require(first.expiresAt)
         let laterDeadline = try #require(later.expiresAt)
         func ms(_ d: Date) -> String { "\(Int64(d.timeIntervalSince1970 * 1000))" }
