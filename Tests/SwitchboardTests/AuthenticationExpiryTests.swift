@@ -52,9 +52,11 @@ struct AuthenticationExpiryTests {
     @Test(arguments: [ExpiringTokenServer.Style.task, .callbacks])
     func aRefreshMovesTheDeadlineLaterNeverEarlier(style: ExpiringTokenServer.Style) async throws {
         let server = try await ExpiringTokenServer(style: style)
-        // The first lifetime only has to cover the connect and the first commands.
+        // The first lifetime only has to cover the connect and the first commands; `earlier`
+        // must still be valid when its refresh arrives (under ThreadSanitizer, with the suite in
+        // parallel, that took over a second: it was refused as expired), yet end before `first`.
         let first = server.issue(lifetime: TestEnvironment.sized(.seconds(2), tsan: .seconds(16)))
-        let earlier = server.issue(lifetime: .seconds(1))
+        let earlier = server.issue(lifetime: TestEnvironment.sized(.seconds(1), tsan: .seconds(12)))
         let later = server.issue(lifetime: TestEnvironment.sized(.milliseconds(2600), tsan: .seconds(18)))
         let firstDeadline = try #require(first.expiresAt)
         let laterDeadline = try #require(later.expiresAt)
