@@ -214,7 +214,9 @@ struct TokenRefreshTests {
     /// refreshes: the refresh stops, and the server's 4001 ends the connection.
     @Test func anExpiredTokenFromTheProviderStopsTheRefreshing() async throws {
         let server = try await ExpiringTokenServer()
-        let lifetime = TestEnvironment.sized(Duration.milliseconds(1000), tsan: .seconds(12))
+        // The refresh is due at 80%: the 20% left must cover asking the provider on a loaded
+        // machine (1 s was not always enough in the parallel suite: the 4001 came first).
+        let lifetime = TestEnvironment.sized(Duration.seconds(3), tsan: .seconds(12))
         let provider = Provider(server, [.token(lifetime), .token(.seconds(-1))])
         let log = TestLock<[String]>([])
         let adapter = SocketAdapter(logger: capturingLogger(log), tokenProvider: provider.next,
@@ -222,7 +224,9 @@ struct TokenRefreshTests {
         let lines = try await adapter.connect(to: try server.endpoint())
         var received: [String] = []
         for await line in lines { received.append(String(decoding: line, as: UTF8.self)) }
-        #expect(received == ["invalid_token"])
+        // The expired token may be sent (the server answers invalid_token) or the 4001 may come
+        // first; what matters is that the refreshing stopped after it, without spinning.
+        #expect(received.count <= 1 && received.allSatisfy { $0 == "invalid_token" }, "\(received)")
         #expect(await adapter.closeStatus?.code == .tokenExpired)
         #expect(provider.calls == 2)
         #expect(log.withLock { $0.contains { $0.contains("returned an expired token") } })
