@@ -95,6 +95,29 @@ ensure_python_jwt() {
         || python3 -m pip install -q --disable-pip-version-check --user --break-system-packages "PyJWT>=2.4" cryptography
 }
 
+# Python's redis client (redis-py): a publisher nobody here wrote, for the tests of the documented
+# backplane envelope (a backend in another language publishing into topics and rooms).
+ensure_python_redis() {
+    if python3 -c 'import redis' 2>/dev/null; then
+        return
+    fi
+    say "installing Python redis"
+    python3 -m pip install -q --disable-pip-version-check "redis>=4" 2>/dev/null \
+        || python3 -m pip install -q --disable-pip-version-check --break-system-packages "redis>=4" \
+        || python3 -m pip install -q --disable-pip-version-check --user --break-system-packages "redis>=4"
+}
+
+# PyPI's prometheus-client: its text-format parser checks the examples' /metrics.
+ensure_python_prometheus() {
+    if python3 -c 'import prometheus_client.parser' 2>/dev/null; then
+        return
+    fi
+    say "installing Python prometheus-client"
+    python3 -m pip install -q --disable-pip-version-check prometheus-client 2>/dev/null \
+        || python3 -m pip install -q --disable-pip-version-check --break-system-packages prometheus-client \
+        || python3 -m pip install -q --disable-pip-version-check --user --break-system-packages prometheus-client
+}
+
 # A real Redis server (Debian's redis-server, which brings redis-cli from redis-tools): the peer
 # of the Redis client and backplane tests, which start their own servers on ephemeral ports.
 # Only the binaries matter: no system service is started or enabled here.
