@@ -234,4 +234,8 @@ enum TestEnvironment {
 
     /// `normal`, or `tsan` under ThreadSanitizer.
     static func sized<T>(_ normal: T, tsan: T) -> T { isThreadSanitized ? tsan : normal }
+
+    /// A token lifetime: `normal`, or `tsan` under ThreadSanitizer, stretched by the machine's
+    /// load (``MachineLoad``) so that the round trips it must cover keep their share of it.
+    static func lifetime(_ normal: Duration, tsan: Duration) -> Duration { sized(normal, tsan: tsan) * MachineLoad.factor }
 }

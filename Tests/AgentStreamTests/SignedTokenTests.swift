@@ -37,7 +37,8 @@ enum AgentTokens {
 
     /// Unix seconds `lifetime` from now, rounded up.
     static func expiry(_ lifetime: Duration) -> Int {
-        Int((Date().timeIntervalSince1970 + Double(lifetime.components.seconds)).rounded(.up))
+        let seconds = Double(lifetime.components.seconds) + Double(lifetime.components.attoseconds) / 1e18
+        return Int((Date().timeIntervalSince1970 + seconds).rounded(.up))
     }
 }
 
@@ -54,7 +55,7 @@ struct SignedTokenTests {
     /// not before the token's `exp`.
     @Test func aConnectionIsClosedWith4001WhenItsTokenExpires() async throws {
         let server = try await Self.server()
-        let exp = AgentTokens.expiry(TestEnvironment.sized(.seconds(2), tsan: .seconds(14)))
+        let exp = AgentTokens.expiry(TestEnvironment.lifetime(.seconds(2), tsan: .seconds(14)))
         let client = try await RawAgentClient.connect(port: server.port, session: UUID().uuidString,
                                                       token: AgentTokens.token("alice", exp: exp))
         try await client.send(#"{"type":"cancel","data":{}}"#)
@@ -71,7 +72,7 @@ struct SignedTokenTests {
     /// `exp` and no `seq`.
     @Test func refreshesKeepAConnectionAcrossThreeExpiries() async throws {
         let server = try await Self.server()
-        let lifetime = TestEnvironment.sized(Duration.seconds(3), tsan: .seconds(14))
+        let lifetime = TestEnvironment.lifetime(.seconds(3), tsan: .seconds(14))
         var exp = AgentTokens.expiry(lifetime)
         let client = try await RawAgentClient.connect(port: server.port, session: UUID().uuidString,
                                                       token: AgentTokens.token("alice", exp: exp))
@@ -106,7 +107,7 @@ struct SignedTokenTests {
     /// expiries on one connection (no reconnection, no resume), and sees each `refreshed`.
     @Test func aChannelWithATokenProviderStaysConnectedAcrossThreeExpiries() async throws {
         let server = try await Self.server()
-        let lifetime = TestEnvironment.sized(Duration.seconds(3), tsan: .seconds(14))
+        let lifetime = TestEnvironment.lifetime(.seconds(3), tsan: .seconds(14))
         let issued = TestLock<[Int]>([])
         let session = UUID().uuidString
         let channel = try await Channel.connect(try server.endpoint(session: session)) {
@@ -141,7 +142,7 @@ struct SignedTokenTests {
     /// closed with 4001 when its own token expires.
     @Test func aRefreshWithAnotherSubjectOrABadTokenIsRefused() async throws {
         let server = try await Self.server()
-        let lifetime = TestEnvironment.sized(Duration.seconds(3), tsan: .seconds(14))
+        let lifetime = TestEnvironment.lifetime(.seconds(3), tsan: .seconds(14))
         let exp = AgentTokens.expiry(lifetime)
         let client = try await RawAgentClient.connect(port: server.port, session: UUID().uuidString,
                                                       token: AgentTokens.token("alice", exp: exp))
@@ -257,7 +258,7 @@ struct SignedTokenTests {
     /// (year 3 million) is taken without trapping anything.
     @Test func aRefreshWithoutExpiryLiftsTheDeadline() async throws {
         let server = try await Self.server()
-        let exp = AgentTokens.expiry(TestEnvironment.sized(.seconds(2), tsan: .seconds(14)))
+        let exp = AgentTokens.expiry(TestEnvironment.lifetime(.seconds(2), tsan: .seconds(14)))
         let client = try await RawAgentClient.connect(port: server.port, session: UUID().uuidString,
                                                       token: AgentTokens.token("alice", exp: exp))
         try await client.refresh(AgentTokens.token("alice", exp: nil))

@@ -51,9 +51,9 @@ struct ChatTokenTests {
 
     /// A lifetime the upgrade and a first exchange get through before it ends (2 s; 10 s under
     /// ThreadSanitizer, where the whole suite runs in parallel on 2 cores), and one with room
-    /// for a refresh at 80% (3 s; 15 s).
-    static let short: Duration = isThreadSanitized ? .seconds(10) : .seconds(2)
-    static let refreshable: Duration = isThreadSanitized ? .seconds(15) : .seconds(3)
+    /// for a refresh at 80% (3 s; 15 s); both stretched by the machine's load (``MachineLoad``).
+    static var short: Duration { (isThreadSanitized ? .seconds(10) : .seconds(2)) * MachineLoad.factor }
+    static var refreshable: Duration { (isThreadSanitized ? .seconds(15) : .seconds(3)) * MachineLoad.factor }
 
     /// Waits (on the clock: what is tested is that a deadline passed) until `date` is past.
     static func waitUntilPast(_ date: Date) async throws {
@@ -268,16 +268,17 @@ struct ChatTokenTests {
         try await bob.send(.join(room: "general", user: nil))
         try await bob.expect("history") { $0.type == "history" }
         let mint = ChatPaths.peers.appendingPathComponent("mint_token.py").path
+        let lifetime = Self.refreshable.components.seconds
         let started = Date()
         let alice = try ChildProcess(executable: try ChatPaths.binary(), arguments: [
             "join", "--url", server.wsURL, "--room", "general", "--no-reconnect",
-            "--token-command", "python3 '\(mint)' '\(Self.secret)' u1 alice \(Self.refreshable.components.seconds)",
+            "--token-command", "python3 '\(mint)' '\(Self.secret)' u1 alice \(lifetime)",
         ])
         defer { alice.signal(SIGKILL) }
         try await alice.waitForLine("presence line") { $0 == "[general] users: bob, alice" }
         try await alice.waitForLine("a refresh") { $0 == "* token refreshed" }
         // Past any first token's exp (at most one lifetime after the start): still connected.
-        try await Self.waitUntilPast(started.addingTimeInterval(Double(Self.refreshable.components.seconds) + 1))
+        try await Self.waitUntilPast(started.addingTimeInterval(Double(lifetime) + 1))
         alice.write("still here\n")
         let m = try await bob.expect("alice's message") { $0.type == "message" && $0.text == "still here" }
         #expect(m.user == "alice")

@@ -3,11 +3,12 @@ import Testing
 import SwitchboardChannel
 import Switchboard
 import SwitchboardCore
+import SwitchboardTestSupport
 
 /// The channel's side of token refresh: the `refresh` command line, the unnumbered `system`
 /// event `refreshed`, and a `Channel` with a token provider that refreshes in-band against a
 /// fake agent server whose tokens expire.
-@Suite("Channel token refresh", .timeLimit(.minutes(4)))
+@Suite("Channel token refresh", .timeLimit(.minutes(10)))
 struct ChannelTokenRefreshTests {
     @Test func theRefreshCommandIsOneJSONLine() throws {
         #expect(ChannelCommand.refreshLine(token: "a\"b") == #"{"type":"refresh","data":{"token":"a\"b"}}"#)
@@ -32,8 +33,9 @@ struct ChannelTokenRefreshTests {
     /// moving the channel's sequence position.
     @Test func aChannelWithATokenProviderStaysConnectedAcrossThreeExpiries() async throws {
         let server = try await FakeAgentServer()
-        // 20% of it (the time left for a refresh to get through) must cover a loaded machine.
-        let lifetime: TimeInterval = underThreadSanitizer ? 15 : 1.5
+        // 20% of it (the time left for a refresh to get through) must cover a loaded machine:
+        // stretched by its load (MachineLoad).
+        let lifetime: TimeInterval = (underThreadSanitizer ? 15 : 1.5) * MachineLoad.factor
         let endpoint = try ChannelEndpoint(baseURL: "ws://127.0.0.1:\(server.port)", sessionID: "s1", token: "stale")
         let provider: @Sendable () async throws -> SocketToken = { server.issue(lifetime: lifetime) }
         let refreshed = try await withChannel(endpoint, tokenProvider: provider) { channel in

@@ -8,12 +8,12 @@ import SwitchboardTestSupport
 /// when its authentication deadline passes, on task and callback routes alike;
 /// `extendAuthentication(until:)` moves the deadline later (never earlier); a connection
 /// accepted without an expiry is never closed for it.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(6)))
 struct AuthenticationExpiryTests {
     /// A short token lifetime: long enough for the upgrade and a first exchange to get through
     /// before it ends, on a loaded machine too (the whole suite runs in parallel on 2 cores:
     /// 300 ms was not always enough there; under ThreadSanitizer everything is 5-10x slower).
-    static let short = TestEnvironment.sized(Duration.seconds(2), tsan: .seconds(10))
+    static var short: Duration { TestEnvironment.lifetime(.seconds(2), tsan: .seconds(10)) }
 
     /// Connects with `token` (no token provider: the endpoint's own header), and returns the
     /// lines received until the server closed, the close status, and when the close came.
@@ -55,9 +55,11 @@ struct AuthenticationExpiryTests {
         // The first lifetime only has to cover the connect and the first commands; `earlier`
         // must still be valid when its refresh arrives (under ThreadSanitizer, with the suite in
         // parallel, that took over a second: it was refused as expired), yet end before `first`.
-        let first = server.issue(lifetime: TestEnvironment.sized(.seconds(2), tsan: .seconds(16)))
-        let earlier = server.issue(lifetime: TestEnvironment.sized(.seconds(1), tsan: .seconds(12)))
-        let later = server.issue(lifetime: TestEnvironment.sized(.milliseconds(2600), tsan: .seconds(18)))
+        // One load factor for the three, so that their order holds.
+        let load = MachineLoad.factor
+        let first = server.issue(lifetime: TestEnvironment.lifetime(.seconds(2), tsan: .seconds(16), load: load))
+        let earlier = server.issue(lifetime: TestEnvironment.lifetime(.seconds(1), tsan: .seconds(12), load: load))
+        let later = server.issue(lifetime: TestEnvironment.lifetime(.milliseconds(2600), tsan: .seconds(18), load: load))
         let firstDeadline = try #require(first.expiresAt)
         let laterDeadline = try #require(later.expiresAt)
         func ms(_ d: Date) -> String { "\(Int64(d.timeIntervalSince1970 * 1000))" }

@@ -159,9 +159,13 @@ struct SilentPeersTests {
         #expect(closed, "\(summary)")
         #expect(last.openConnections == 0 && last.queuedBytes == 0, "\(summary)")
         // Which deadline closes a peer depends on the timing: one whose queue stays blocked goes
-        // by the write stall; one still being read when its ping goes unanswered (tasks: its
-        // inbound queue not yet full) goes by keepalive. Callbacks stop reading at once.
-        #expect(last.writeStallCloses >= (api == "callbacks" ? count : 1), "\(summary)")
+        // by the write stall; one whose ping goes unanswered first goes by keepalive (tasks: a
+        // peer still being read; on a loaded machine, where the flood itself outlasts a
+        // keepalive period, any peer: once every peer was reset while flooding, none was left
+        // for the stall). Both are deadlines; WriteStallTests pins the stall's own.
+        if outcome.reset < count {
+            #expect(last.writeStallCloses >= 1, "\(summary)")
+        }
         // Within the write-stall timeout (its check ticks at a quarter of it: 1.25 ×) plus one
         // keepalive period, from the moment the last peer stopped flooding; a peer with nothing
         // queued goes by keepalive: ping interval, pong timeout and close timeout.

@@ -9,11 +9,11 @@ import SwitchboardTestSupport
 /// expire (`ExpiringTokenServer`): a token from the provider on every connect attempt, the
 /// in-band refresh at 80% of its lifetime, and the reconnect rules for 4001, 401 and 429. The
 /// token never reaches the adapter's logs or states.
-@Suite(.timeLimit(.minutes(4)))
+@Suite(.timeLimit(.minutes(10)))
 struct TokenRefreshTests {
     /// A short token lifetime: long enough for the upgrade and a first exchange to get through
     /// before it ends, on a loaded machine too (under ThreadSanitizer everything is 5-10x slower).
-    static let short = TestEnvironment.sized(Duration.milliseconds(1500), tsan: .seconds(10))
+    static var short: Duration { TestEnvironment.lifetime(.milliseconds(1500), tsan: .seconds(10)) }
 
     /// Hands out the server's tokens with the lifetimes given in turn (the last one repeated),
     /// or throws where the script says so; counts the calls.
@@ -74,7 +74,7 @@ struct TokenRefreshTests {
     /// fails once at refresh time is asked again (logged, without the token) before expiry.
     @Test func aClientStaysConnectedAcrossThreeExpiriesByRefreshingInBand() async throws {
         let server = try await ExpiringTokenServer()
-        let lifetime = TestEnvironment.sized(Duration.milliseconds(1500), tsan: .seconds(15))
+        let lifetime = TestEnvironment.lifetime(.milliseconds(1500), tsan: .seconds(15))
         let provider = Provider(server, [.token(lifetime), .fail, .token(lifetime)])
         let log = TestLock<[String]>([])
         let adapter = SocketAdapter(reconnect: Self.quickRetry, logger: capturingLogger(log),
@@ -216,7 +216,7 @@ struct TokenRefreshTests {
         let server = try await ExpiringTokenServer()
         // The refresh is due at 80%: the 20% left must cover asking the provider on a loaded
         // machine (1 s was not always enough in the parallel suite: the 4001 came first).
-        let lifetime = TestEnvironment.sized(Duration.seconds(3), tsan: .seconds(12))
+        let lifetime = TestEnvironment.lifetime(.seconds(3), tsan: .seconds(12))
         let provider = Provider(server, [.token(lifetime), .token(.seconds(-1))])
         let log = TestLock<[String]>([])
         let adapter = SocketAdapter(logger: capturingLogger(log), tokenProvider: provider.next,

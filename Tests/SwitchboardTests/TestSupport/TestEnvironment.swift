@@ -4,6 +4,7 @@ import Glibc
 import Musl
 #endif
 import Foundation
+import SwitchboardTestSupport
 
 /// What the test process runs under, for tests that size their work to it.
 enum TestEnvironment {
@@ -18,6 +19,12 @@ enum TestEnvironment {
 
     /// `normal`, or `tsan` when running under ThreadSanitizer.
     static func sized<T>(_ normal: T, tsan: T) -> T { isThreadSanitized ? tsan : normal }
+
+    /// A token lifetime: `normal`, or `tsan` under ThreadSanitizer, stretched by the machine's
+    /// load (``MachineLoad``) so that the round trips it must cover keep their share of it.
+    static func lifetime(_ normal: Duration, tsan: Duration, load: Double = MachineLoad.factor) -> Duration {
+        sized(normal, tsan: tsan) * load
+    }
 }
 
 /// Waits until `condition` holds for the value `observe` returns, polling (10 ms at first, backing
