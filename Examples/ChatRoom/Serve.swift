@@ -32,6 +32,9 @@ struct Serve: AsyncParsableCommand {
     /// Signed tokens (`--jwt-secret-file` | `--jwt-public-key` | `--jwks-file`): each user's own
     /// identity instead of one shared `--token`.
     @OptionGroup var tokens: TokenOptions
+    /// `--api-key-file`: enables the HTTP API (docs/chat-protocol.md "HTTP API") for backends
+    /// holding the key, and protects `GET /metrics`.
+    @OptionGroup var apiKey: APIKeyOptions
 
     /// `--token`, else `$CHAT_TOKEN` (empty: none).
     private var sharedToken: String? {
@@ -76,7 +79,9 @@ struct Serve: AsyncParsableCommand {
             config.backplane = backplane
             redisSetup = (url, backplane)
         }
-        let server = WebSocketServer(configuration: config, logger: logger)
+        let key = try apiKey.loadKey()
+        // Reports to the Prometheus registry that `GET /metrics` serves (MetricsSupport trait).
+        let server = PrometheusMetrics.makeServer(configuration: config, logger: logger)
         let directory = RoomDirectory(server: server)
         let backend: any ChatBackend
         if let redisSetup {
@@ -111,6 +116,9 @@ struct Serve: AsyncParsableCommand {
                 return backplane.isConnected && redisBackend?.isReady != false
                     ? .json(status: 200, #"{"status":"ok","redis":"connected"}"#)
                     : .json(status: 503, #"{"status":"degraded","redis":"disconnected"}"#)
+            case ("GET", PrometheusMetrics.path):
+                if case .denied(let response) = APIAccess(key: key, verifyToken: nil).checkKey(head) { return response }
+                return PrometheusMetrics.response()
             case (_, "/"):
                 return .error(status: 405, message: "method not allowed", type: .invalidRequest, code: "method_not_allowed")
             default:
