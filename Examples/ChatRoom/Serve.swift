@@ -20,6 +20,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Prefix of every Redis key and channel (with --redis).") var redisPrefix = "switchboard:"
     @Option(help: "Seconds after which a dead server's users leave the rooms (with --redis: its heartbeat's TTL).")
     var presenceTtl: Int = 15
+    @Option(help: "Messages each room's Redis stream keeps (with --redis; 1...1000000); older ones are trimmed and no longer paged back to.")
+    var redisHistory = ChatLimits.defaultRedisHistory
     @Option(help: "Require this bearer token (Authorization header or ?token=). Default: $CHAT_TOKEN.") var token: String?
     @Option(help: "PEM certificate chain file (enables https/wss).") var tlsCert: String?
     @Option(help: "PEM private key file.") var tlsKey: String?
@@ -53,6 +55,9 @@ struct Serve: AsyncParsableCommand {
         }
         if maxRoomsPerConnection < 1 { throw ValidationError("--max-rooms-per-connection must be at least 1") }
         if !(1...86_400).contains(presenceTtl) { throw ValidationError("--presence-ttl must be 1...86400 seconds") }
+        if !(1...ChatLimits.maxRedisHistory).contains(redisHistory) {
+            throw ValidationError("--redis-history must be 1...\(ChatLimits.maxRedisHistory) messages")
+        }
         if let redis {
             do { _ = try RedisURL(redis) } catch { throw ValidationError("--redis: \(error)") }
         }
@@ -89,7 +94,8 @@ struct Serve: AsyncParsableCommand {
             redisLogger.logLevel = .warning
             let shared = try RedisChatBackend(server: server, directory: directory, url: redisSetup.url,
                                               backplane: redisSetup.backplane, prefix: redisPrefix,
-                                              presenceTTL: .seconds(presenceTtl), logger: redisLogger)
+                                              presenceTTL: .seconds(presenceTtl), historyLength: redisHistory,
+                                              logger: redisLogger)
             shared.start()
             backend = shared
         } else {

@@ -17,6 +17,22 @@ package enum ChatLimits {
     package static let maxRejoinKeyLength = 64
     /// Longest token a `refresh` may carry: the size the token verifier accepts (8 KiB).
     package static let maxTokenLength = 8192
+    /// Most messages in one page of history (the `history` command's `limit`, the HTTP API's
+    /// `limit`): one reply stays bounded (200 messages of at most 2,000 characters each) while
+    /// paging back through thousands of messages takes few round trips.
+    package static let maxHistoryPageSize = 200
+    /// The page size when a `history` command gives no `limit`: the size of the history that
+    /// answers a `join`.
+    package static let defaultHistoryPageSize = 50
+    /// How long a `client_id` keeps its message: a retry within this window returns the message
+    /// stored the first time instead of storing it again (longer than any sane retry schedule).
+    package static let clientIDWindow: Duration = .seconds(600)
+    /// Longest `client_id` accepted (a UUID has 36 characters; room for others).
+    package static let maxClientIDLength = 64
+    /// Messages a room's Redis stream keeps by default (`--redis-history`); older ones are trimmed.
+    package static let defaultRedisHistory = 1000
+    /// Largest `--redis-history`: a bound on the memory a busy room takes in Redis.
+    package static let maxRedisHistory = 1_000_000
 }
 
 /// A protocol error sent as `{"type":"error","error":{"message","type","code"[,"retry_after"]}}`.
@@ -187,6 +203,16 @@ package enum ChatValidation {
             throw fail("contains control characters")
         }
         return name
+    }
+
+    /// A post's `client_id` (safe retries): 1 to ``ChatLimits/maxClientIDLength`` characters,
+    /// no control characters; `field` names it in the error (`client_id`).
+    package static func validClientID(_ raw: String, field: String = "client_id") throws(ChatError) -> String {
+        guard !raw.isEmpty, raw.count <= ChatLimits.maxClientIDLength, raw.utf8.count <= 4 * ChatLimits.maxClientIDLength,
+              !raw.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw .invalidField(field, "a string of 1 to \(ChatLimits.maxClientIDLength) characters without control characters")
+        }
+        return raw
     }
 
     /// Message text: not blank, at most 2000 characters (Swift `Character`s, i.e. grapheme clusters).
