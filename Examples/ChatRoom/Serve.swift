@@ -109,30 +109,9 @@ struct Serve: AsyncParsableCommand {
         let backplane = redisSetup?.backplane
         let redisBackend = backend as? RedisChatBackend
 
-        server.onHTTPRequest { head in
-            switch (head.method, head.path) {
-            case ("GET", "/"), ("HEAD", "/"):
-                return HTTPResponse(status: 200,
-                                    headers: ["Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"],
-                                    body: Array(WebPage.html.utf8))
-            case ("GET", "/healthz"):
-                guard let backplane else { return .json(status: 200, #"{"status":"ok"}"#) }
-                // With --redis: 503 while Redis is not there (the three connections up, every room
-                // re-subscribed, this node's users written again after a reconnection).
-                return backplane.isConnected && redisBackend?.isReady != false
-                    ? .json(status: 200, #"{"status":"ok","redis":"connected"}"#)
-                    : .json(status: 503, #"{"status":"degraded","redis":"disconnected"}"#)
-            case ("GET", PrometheusMetrics.path):
-                if case .denied(let response) = APIAccess(key: key, verifyToken: nil).checkKey(head) { return response }
-                return PrometheusMetrics.response()
-            case (_, "/"):
-                return .error(status: 405, message: "method not allowed", type: .invalidRequest, code: "method_not_allowed")
-            default:
-                return nil
-            }
-        }
         var authenticate: (@Sendable (WebSocketUpgradeRequest) async -> WebSocketAuthDecision)?
         var verifyRefresh: RefreshVerifier?
+        var verifyToken: APIAccess.TokenVerifier?
         let tokensEnabled = tokens.isEnabled
         #if JWTSupport
         if let authenticator = try await tokens.makeAuthenticator() {
@@ -145,6 +124,13 @@ struct Serve: AsyncParsableCommand {
                     return .success(RefreshedToken(subject: verified.subject, expiresAt: verified.expiresAt))
                 } catch {
                     return .failure(.invalidToken(error.message))
+                }
+            }
+            verifyToken = { token in
+                do throws(JWTVerificationError) {
+                    return .success(try await authenticator.verify(token).claims)
+                } catch {
+                    return .failure(APIAccess.TokenRefusal(code: error.code, message: error.message))
                 }
             }
             tokens.reloadOnHangUp(authenticator)
@@ -161,6 +147,35 @@ struct Serve: AsyncParsableCommand {
             }
         }
         let refresh = verifyRefresh
+        // The HTTP API: on with --api-key-file and/or the token flags (a token then needs the
+        // `publish` scope), else its paths are 404s.
+        let access = APIAccess(key: key, verifyToken: verifyToken)
+        let api = ChatAPI(backend: backend, access: access)
+        server.handleHTTP { request in
+            let head = request.head
+            switch (head.method, head.path) {
+            case ("GET", "/"), ("HEAD", "/"):
+                return HTTPResponse(status: 200,
+                                    headers: ["Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"],
+                                    body: Array(WebPage.html.utf8))
+            case ("GET", "/healthz"):
+                guard let backplane else { return .json(status: 200, #"{"status":"ok"}"#) }
+                // With --redis: 503 while Redis is not there (the three connections up, every room
+                // re-subscribed, this node's users written again after a reconnection).
+                return backplane.isConnected && redisBackend?.isReady != false
+                    ? .json(status: 200, #"{"status":"ok","redis":"connected"}"#)
+                    : .json(status: 503, #"{"status":"degraded","redis":"disconnected"}"#)
+            case ("GET", PrometheusMetrics.path):
+                // Counters only; with --api-key-file the key is required (401 without), else open.
+                if case .denied(let response) = access.checkKey(head) { return response }
+                return PrometheusMetrics.response()
+            case (_, "/"):
+                return .error(status: 405, message: "method not allowed", type: .invalidRequest, code: "method_not_allowed")
+            default:
+                // The backend API (POST/GET /v1/rooms/{room}/messages), or 404.
+                return await api.respond(to: request)
+            }
+        }
         server.route("/v1/ws", authenticate: authenticate) { connection in
             var session = ChatSession(connection: connection, server: server, backend: backend,
                                       limiter: RateLimiter(ratePerSecond: rate, burst: burst),
