@@ -112,7 +112,7 @@ struct ChatAPITests {
         }
         // A POST without a length (urllib always sends one: a raw request): 411.
         let raw = try await RawHTTP.exchange(port: server.port,
-            "POST /v1/rooms/lobby/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(key)\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+            "POST /v1/rooms/lobby/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(key)\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
         #expect(raw.status == 411 && raw.body.contains("length_required"), "\(raw.head) \(raw.body)")
         // The page and the health check are still there.
         #expect(try await APIClients.python("GET", server.httpURL).status == 200)
@@ -204,5 +204,22 @@ struct ChatAPITests {
             let texts = await peer.events.filter { $0.type == "message" }.compactMap(\.text)
             #expect(texts == (1...5).map { "from redis-py \($0)" }, "in order, once each: \(texts)")
         }
+    }
+
+    @Test func aPostWhileRedisIsDownIs503() async throws {
+        let dir = try ChatPaths.tempDirectory()
+        let (keyPath, key) = try APIClients.keyFile(in: dir)
+        let redis = try await RedisServerProcess()
+        let nodes = try await RedisScaleOutTests.startNodes(1, redis: redis, extraArguments: ["--api-key-file", keyPath])
+        defer { for node in nodes { node.child.signal(SIGKILL) } }
+        let url = "\(nodes[0].httpURL)v1/rooms/lobby/messages"
+        #expect(try await APIClients.python("POST", url, key: key, body: #"{"user":"u","text":"before"}"#).status == 200)
+        await redis.kill()
+        // Redis's absence is noticed at once (connection refused) or at the request's deadline:
+        // 503 either way (`unavailable`, or the library's `timeout`), with the JSON error body.
+        let post = try await APIClients.python("POST", url, key: key, body: #"{"user":"u","text":"while down"}"#)
+        #expect(post.status == 503 && post.errorType != nil, "\(post)")
+        let get = try await APIClients.python("GET", url, key: key)
+        #expect(get.status == 503 && get.errorType != nil, "\(get)")
     }
 }
