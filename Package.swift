@@ -134,8 +134,9 @@ let package = Package(
         .testTarget(name: "AgentStreamTests",
                     dependencies: ["Switchboard", "SwitchboardCore", "SwitchboardChannel", "SwitchboardTestSupport"],
                     exclude: ["Resources"]),
+        // ExampleSupport: APIAccessTests check the API's key and token-scope rules in-process.
         .testTarget(name: "ChatRoomTests",
-                    dependencies: ["Switchboard", "SwitchboardCore", "ChatRoomCore", "SwitchboardTestSupport"],
+                    dependencies: ["Switchboard", "SwitchboardCore", "ChatRoomCore", "ExampleSupport", "SwitchboardTestSupport"],
                     exclude: ["Peers"]),
         .testTarget(
             name: "SwitchboardTests",
