@@ -36,7 +36,9 @@ enum WebPage {
   #messages { flex:1; overflow-y:auto; padding:4px; }
   .msg { padding:3px 0; word-wrap:break-word; }
   .msg .user { font-weight:700; color:var(--accent); }
+  /* The time is drawn from data-hhmm: shown, but not in the line's text ("user: text"). */
   .msg time { color:var(--muted); font-size:12px; margin-right:6px; font-variant-numeric:tabular-nums; }
+  .msg time::before { content:attr(data-hhmm); }
   .sys { color:var(--muted); font-style:italic; }
   .err { color:var(--err); }
   #typing { height:20px; font-size:13px; color:var(--muted); }
@@ -139,7 +141,7 @@ enum WebPage {
     if (typeof m.ts === "number") {
       const d = new Date(m.ts), t = document.createElement("time");
       t.dateTime = d.toISOString();
-      t.textContent = pad(d.getHours()) + ":" + pad(d.getMinutes());
+      t.dataset.hhmm = pad(d.getHours()) + ":" + pad(d.getMinutes());
       t.title = d.toLocaleString();
       div.prepend(t);
     }
