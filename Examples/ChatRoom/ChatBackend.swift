@@ -62,8 +62,6 @@ protocol ChatBackend: Sendable {
     /// below `before` (nil: the newest), oldest first; ``HistoryPage/next`` is the `before` of
     /// the next older page, nil when none is kept.
     func history(room: String, before: Int64?, limit: Int) async throws -> HistoryPage
-    /// The room's last ``ChatLimits/historyCount`` messages, oldest first.
-    func recent(room: String) async throws -> [ServerEvent.Message]
     /// The room's messages with an id above `id`, oldest first: the newest
     /// ``ChatLimits/resumeHistoryCount`` of them, and whether that is all of them (`complete`).
     func messages(room: String, after id: Int64) async throws -> (messages: [ServerEvent.Message], complete: Bool)
@@ -104,10 +102,6 @@ struct LocalChatBackend: ChatBackend {
         let older = rows.count > size
         let page = older ? Array(rows.suffix(size)) : rows
         return HistoryPage(messages: page, next: older ? page.first?.id : nil)
-    }
-
-    func recent(room: String) async throws -> [ServerEvent.Message] {
-        try await store.recent(room: room)
     }
 
     func messages(room: String, after id: Int64) async throws -> (messages: [ServerEvent.Message], complete: Bool) {

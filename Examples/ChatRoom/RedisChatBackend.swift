@@ -278,18 +278,11 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
             try await self.redis.send("XREVRANGE", self.historyKey(room), end, "-", "COUNT", String(size + 1))
         }
         let rows = Self.messages(fromNewestFirst: reply, room: room)
+        // The newest page (a join's history): this process has delivered up to its last id.
+        if before == nil { noteSeen(room, rows) }
         let older = rows.count > size
         let page = older ? Array(rows.suffix(size)) : rows
         return HistoryPage(messages: page, next: older ? page.first?.id : nil)
-    }
-
-    func recent(room: String) async throws -> [ServerEvent.Message] {
-        let reply = try await Self.unavailableIfDown { () async throws(RedisError) -> RESPValue in
-            try await self.redis.send("XREVRANGE", self.historyKey(room), "+", "-", "COUNT", String(ChatLimits.historyCount))
-        }
-        let messages = Self.messages(fromNewestFirst: reply, room: room)
-        noteSeen(room, messages)
-        return messages
     }
 
     func messages(room: String, after id: Int64) async throws -> (messages: [ServerEvent.Message], complete: Bool) {

@@ -13,8 +13,11 @@ package enum ChatCommand: JSONSocketCommand, Equatable {
     case typing(room: String, isTyping: Bool)
     /// A new token for the open connection (servers with tokens): answered by `refreshed`.
     case refresh(token: String)
+    /// A page of a joined room's history: messages below `before` (nil: the newest), at most
+    /// `limit` (nil: the server's default, 50). Answered by `history` with `next`.
+    case history(room: String, before: Int64? = nil, limit: Int? = nil)
 
-    private enum Key: String, CodingKey { case type, room, user, since, rejoinKey, text, isTyping, token }
+    private enum Key: String, CodingKey { case type, room, user, since, rejoinKey, text, isTyping, token, before, limit }
 
     package func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Key.self)
@@ -30,6 +33,9 @@ package enum ChatCommand: JSONSocketCommand, Equatable {
             try c.encode("typing", forKey: .type); try c.encode(room, forKey: .room); try c.encode(isTyping, forKey: .isTyping)
         case .refresh(let token):
             try c.encode("refresh", forKey: .type); try c.encode(token, forKey: .token)
+        case .history(let room, let before, let limit):
+            try c.encode("history", forKey: .type); try c.encode(room, forKey: .room)
+            try c.encodeIfPresent(before, forKey: .before); try c.encodeIfPresent(limit, forKey: .limit)
         }
     }
 }

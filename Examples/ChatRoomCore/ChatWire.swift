@@ -115,6 +115,10 @@ package enum ClientCommand: Equatable, Sendable {
     case typing(room: String, isTyping: Bool)
     /// A new token for this connection (at most ``ChatLimits/maxTokenLength`` bytes).
     case refresh(token: String)
+    /// One page of a joined room's history: up to `limit` (1 to
+    /// ``ChatLimits/maxHistoryPageSize``, default ``ChatLimits/defaultHistoryPageSize``)
+    /// messages with an id below `before` (1 to ``ChatLimits/maxMessageID``; nil: the newest).
+    case history(room: String, before: Int64?, limit: Int)
 }
 
 /// Parsing and validation of one inbound line: pure, shared with the test target.
@@ -160,6 +164,9 @@ package enum ChatValidation {
                     throw .invalidField("token", "a token of 1 to \(ChatLimits.maxTokenLength) bytes")
                 }
                 return .success(.refresh(token: token))
+            case "history":
+                let room = try validName(try string(dict, "room"), field: "room")
+                return .success(.history(room: room, before: try before(dict), limit: try limit(dict)))
             default:
                 return .failure(.unknownType(type))
             }
@@ -176,6 +183,27 @@ package enum ChatValidation {
             throw .invalidField("since", "a non-negative integer message id")
         }
         return id
+    }
+
+    /// `before`: absent (or null), or an integer message id 1…2^53.
+    private static func before(_ dict: [String: JSONValue]) throws(ChatError) -> Int64? {
+        guard let raw = dict["before"], raw != .null else { return nil }
+        guard case .number(let n) = raw, n.isFinite, n >= 1, n <= Double(ChatLimits.maxMessageID),
+              let id = Int64(exactly: n) else {
+            throw .invalidField("before", "a positive integer message id (at most 2^53)")
+        }
+        return id
+    }
+
+    /// `limit`: absent (or null: ``ChatLimits/defaultHistoryPageSize``), or an integer
+    /// 1…``ChatLimits/maxHistoryPageSize``.
+    private static func limit(_ dict: [String: JSONValue]) throws(ChatError) -> Int {
+        guard let raw = dict["limit"], raw != .null else { return ChatLimits.defaultHistoryPageSize }
+        guard case .number(let n) = raw, n.isFinite, n >= 1, n <= Double(ChatLimits.maxHistoryPageSize),
+              let limit = Int(exactly: n) else {
+            throw .invalidField("limit", "an integer from 1 to \(ChatLimits.maxHistoryPageSize)")
+        }
+        return limit
     }
 
     /// `rejoinKey`: absent (or null), or a string of at most 64 UTF-8 bytes.
