@@ -185,6 +185,18 @@ struct RedisTopicEmitterTests {
         }
     }
 
+    /// The snippet of `RedisTopicEmitter`'s documentation (see ``announce(redisURL:)``).
+    @Test func documentationSnippetRuns() async throws {
+        let redis = try await RedisServerProcess()
+        defer { withExtendedLifetime(redis) {} }
+        let (server, _) = try await RedisTopicBackplaneTests.startServer(redis: redis.url)
+        let client = try await MessageClient(port: try await server.listeningPort, topic: "ops")
+        #expect(try await announce(redisURL: redis.url) == 1)
+        try await client.wait("the announcement") { !$0.isEmpty }
+        #expect(client.texts == ["deploy finished\n"])
+        await server.shutdown()
+    }
+
     // MARK: Publishers in other languages
 
     /// The Python example of docs/redis-envelope.md, run as it is but for Redis's port.
@@ -322,4 +334,14 @@ private func hexBytes(_ hex: String) -> [UInt8]? {
         bytes.append(byte)
     }
     return bytes
+}
+
+// The snippet of `RedisTopicEmitter`'s doc comment, verbatim but for the Redis URL (keep in sync
+// with Sources/SwitchboardRedis/RedisTopicEmitter.swift).
+func announce(redisURL: String) async throws -> Int {
+    let emitter = try RedisTopicEmitter(url: RedisURL(redisURL))
+    let receivers = try await emitter.publish(text: "deploy finished\n", to: "ops")
+    print("\(receivers) server processes subscribed to it")   // PUBLISH's reply
+    await emitter.close()
+    return receivers
 }
