@@ -119,6 +119,34 @@ struct ChatAPITests {
         #expect(try await APIClients.python("GET", "\(server.httpURL)healthz").status == 200)
     }
 
+    @Test func aRetriedPostIsStoredOnceOnSQLite() async throws {
+        let dir = try ChatPaths.tempDirectory()
+        let (keyPath, key) = try APIClients.keyFile(in: dir)
+        let server = try await ChatServerProcess(db: dir.appendingPathComponent("chat.sqlite"),
+                                                 extraArguments: ["--api-key-file", keyPath])
+        defer { server.child.signal(SIGKILL) }
+        let alice = try await TestPeer.connect("alice", url: server.wsURL)
+        try await alice.send(.join(room: "a", user: "alice"))
+        try await alice.expect("history") { $0.type == "history" }
+        let url = "\(server.httpURL)v1/rooms/a/messages"
+        let body = #"{"user":"bot","text":"once","client_id":"c-1"}"#
+        let first = try await APIClients.python("POST", url, key: key, body: body)
+        // The retry answers the first message even with another text; another room's same id is new.
+        let retry = try await APIClients.python("POST", url, key: key, body: #"{"user":"bot","text":"twice","client_id":"c-1"}"#)
+        let otherRoom = try await APIClients.python("POST", "\(server.httpURL)v1/rooms/b/messages", key: key, body: body)
+        #expect(first.status == 200 && retry.status == 200 && otherRoom.status == 200)
+        let firstID = (first.json["id"] as? NSNumber)?.int64Value
+        #expect(firstID != nil && (retry.json["id"] as? NSNumber)?.int64Value == firstID)
+        #expect((otherRoom.json["id"] as? NSNumber)?.int64Value != firstID)
+        let marker = try await APIClients.python("POST", url, key: key, body: #"{"user":"bot","text":"marker"}"#)
+        #expect(marker.status == 200)
+        try await alice.expect("the marker") { $0.type == "message" && $0.text == "marker" }
+        let texts = await alice.events.filter { $0.type == "message" }.compactMap(\.text)
+        #expect(texts == ["once", "marker"], "delivered once, the retry not at all: \(texts)")
+        let page = try await APIClients.get(url, key: key)
+        #expect((page.json["messages"] as? [[String: Any]])?.compactMap { $0["text"] as? String } == ["once", "marker"])
+    }
+
     @Test func theAPIIsOffWithoutAKey() async throws {
         let dir = try ChatPaths.tempDirectory()
         let server = try await ChatServerProcess(db: dir.appendingPathComponent("chat.sqlite"))
