@@ -14,7 +14,9 @@ struct ChatAPITokenTests {
         defer { server.child.signal(SIGKILL) }
         let exp = TestTokens.unixTime(Date() + 600)
         func token(_ extra: [String: Any], secret: String = ChatTokenTests.secret) -> String {
-            TestTokens.hs256(secret: secret, claims: ["sub": "svc", "exp": exp].merging(extra) { $1 })
+            var claims: [String: Any] = ["sub": "svc", "exp": exp]
+            claims.merge(extra) { $1 }
+            return TestTokens.hs256(secret: secret, claims: claims)
         }
         let url = "\(server.httpURL)v1/rooms/lobby/messages"
         let body = #"{"user":"svc","text":"hi"}"#
