@@ -34,14 +34,26 @@ public enum HTTPBodyFraming: Sendable, Equatable {
     public static func decide(_ head: HTTPRequestHead, limit: Int) throws(HTTPBodyError) -> HTTPBodyFraming {
         let limit = max(0, limit)
         if head.headers.contains(name: "Transfer-Encoding") { throw .transferEncoding }
-        let fields = head.headers.values(for: "Content-Length")
-        guard !fields.isEmpty else {
+        guard let length = try contentLength(head) else {
             if methodsRequiringLength.contains(head.method) { throw .lengthRequired }
             return .none
         }
-        // nil: a number too large for Int (still a valid length, and above any limit).
+        guard let bytes = length, bytes <= limit else { throw .bodyTooLarge }
+        return .length(bytes)
+    }
+
+    /// The length `head` announces when its `Content-Length` is valid by the rules above
+    /// (digits only, repeated values equal), whatever the limit; nil when there is none, or it
+    /// is invalid, or too large for `Int`. A server that refused the body as too large can use
+    /// it to read and drop what the client still sends before closing.
+    public static func announcedLength(_ head: HTTPRequestHead) -> Int? {
+        (try? contentLength(head)).flatMap { $0 }
+    }
+
+    /// nil: no `Content-Length`; `.some(nil)`: a valid number too large for `Int`.
+    private static func contentLength(_ head: HTTPRequestHead) throws(HTTPBodyError) -> Int?? {
         var length: Int?? = .none
-        for field in fields {
+        for field in head.headers.values(for: "Content-Length") {
             for element in field.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
                 let value = try parseLength(element)
                 if let previous = length {
@@ -51,8 +63,7 @@ public enum HTTPBodyFraming: Sendable, Equatable {
                 }
             }
         }
-        guard case .some(.some(let bytes)) = length, bytes <= limit else { throw .bodyTooLarge }
-        return .length(bytes)
+        return length
     }
 
     /// Whether the client waits for `100 Continue` before sending its body

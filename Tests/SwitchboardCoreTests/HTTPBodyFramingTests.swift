@@ -157,6 +157,15 @@ struct HTTPBodyFramingTests {
             .hasPrefix("HTTP/1.1 411 "))
     }
 
+    @Test func theAnnouncedLengthIgnoresTheLimit() {
+        #expect(HTTPBodyFraming.announcedLength(head([("Content-Length", "20000")])) == 20_000)
+        #expect(HTTPBodyFraming.announcedLength(head([("Content-Length", "7, 7")])) == 7)
+        #expect(HTTPBodyFraming.announcedLength(head([("Content-Length", "7, 8")])) == nil)
+        #expect(HTTPBodyFraming.announcedLength(head([("Content-Length", "-7")])) == nil)
+        #expect(HTTPBodyFraming.announcedLength(head([("Content-Length", "99999999999999999999")])) == nil)
+        #expect(HTTPBodyFraming.announcedLength(head([("Host", "a")])) == nil)
+    }
+
     @Test func expectContinueIsRecognised() {
         #expect(HTTPBodyFraming.expectsContinue(head([("Expect", "100-continue")])))
         #expect(HTTPBodyFraming.expectsContinue(head([("expect", "100-Continue")])))

@@ -156,6 +156,27 @@ import SwitchboardCore
         }
     }
 
+    /// A client that sends a too-large body after the head reads the 413 and then a clean
+    /// close, not a reset: the server reads and drops the announced body before closing.
+    @Test func aRefusedBodyIsDrainedSoTheClientSeesA413NotAReset() async throws {
+        let seen = Seen()
+        try await Self.withBodyServer(handler: seen.echo) { _, port in
+            let length = 300_000
+            try await onServerTestThread {
+                let socket = try ServerRawSocket(port: port)
+                try socket.send("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(length)\r\n\r\n")
+                let reply = try socket.readHTTPResponse()
+                #expect(reply.status == 413)
+                // Sent after the answer: a server that had closed at once would reset this
+                // connection (the send or the read below fails with ECONNRESET or EPIPE).
+                let chunk = [UInt8](repeating: UInt8(ascii: "z"), count: 10_000)
+                for _ in 0..<(length / chunk.count) { try socket.send(chunk) }
+                #expect(try socket.fill() == false)  // EOF, after the whole body was read
+            }
+            #expect(seen.count == 0)
+        }
+    }
+
     // MARK: Refused framings
 
     @Test func missingConflictingAndChunkedLengthsAreRefused() async throws {
@@ -329,16 +350,23 @@ import SwitchboardCore
                     print(json.dumps({"big": "accepted"}))
                 except urllib.error.HTTPError as e:
                     print(json.dumps({"big": e.code, "error": json.loads(e.read())["error"]["code"]}))
+                try:
+                    urllib.request.urlopen(urllib.request.Request(base + "/echo", data=b"y" * (1 << 20), method="POST"), timeout=60)
+                    print(json.dumps({"huge": "accepted"}))
+                except urllib.error.HTTPError as e:
+                    print(json.dumps({"huge": e.code}))
                 """
             let output = try await Self.runPython(script, [String(port)])
             let lines = output.split(separator: "\n").compactMap {
                 try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
             }
-            #expect(lines.count == 2, "\(output)")
+            #expect(lines.count == 3, "\(output)")
             #expect(lines.first?["status"] as? Int == 201, "\(output)")
             #expect(lines.first?["echo"] as? String == #"{"user": "ann", "text": "h\u00e9llo"}"#, "\(output)")
-            #expect(lines.last?["big"] as? Int == 413, "\(output)")
-            #expect(lines.last?["error"] as? String == "body_too_large", "\(output)")
+            #expect(lines.dropFirst().first?["big"] as? Int == 413, "\(output)")
+            #expect(lines.dropFirst().first?["error"] as? String == "body_too_large", "\(output)")
+            // 1 MiB sent whole after the head: a 413, not a reset in the middle of the upload.
+            #expect(lines.last?["huge"] as? Int == 413, "\(output)")
             #expect(seen.all.first?.head.headers["Content-Type"] == "application/json")
             #expect(seen.count == 1)
         }

@@ -24,6 +24,16 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
     private var body: PendingBody?
     /// The ``WebSocketServer/handleHTTP(_:)`` handler is running (cancelled at the timeout).
     private var httpTask: Task<Void, Never>?
+    /// A body refused as too large is being read and dropped after the `413` (lingering
+    /// close): how many more of its bytes the client still owes.
+    private var draining: Int?
+
+    /// How much of a body refused as too large is read and dropped after the `413`, so that a
+    /// client still sending it reads the answer instead of a connection reset (closing a socket
+    /// with unread bytes makes the kernel send a reset, which can destroy the answer before the
+    /// client reads it). The socket closes once the announced body is in, at this many bytes,
+    /// when the client closes, or at the handshake timeout, whichever comes first.
+    static let drainLimit = 1 << 20
 
     /// A plain HTTP request whose body is still arriving.
     private struct PendingBody {
@@ -47,6 +57,12 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         channel.delegate = self
         timer = channel.loop.schedule(after: server.configuration.connection.handshakeTimeout) { [self] in
             guard !done else { return }
+            if draining != nil {
+                draining = nil
+                channel.closeAfterFlush(linger: server.configuration.connection.handshakeTimeout)
+                finish()
+                return
+            }
             server.logger.debug("handshake timed out")
             if let task = httpTask {
                 httpTask = nil
@@ -88,6 +104,12 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         guard !done else { return }
         if body != nil {
             receiveBody(bytes)
+            return
+        }
+        if let budget = draining {
+            let left = budget - bytes.count
+            draining = left
+            if left <= 0 { endDrain() }
             return
         }
         let result: HTTPParseResult<HTTPRequestHead>
@@ -183,7 +205,12 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         do {
             framing = try HTTPBodyFraming.decide(head, limit: server.configuration.maxHTTPBodySize)
         } catch {
-            reject(error.response, reason: nil)
+            let owed = (HTTPBodyFraming.announcedLength(head) ?? Int.max) - leftover.count
+            if error == .bodyTooLarge, owed > 0 {
+                rejectDraining(error.response, owed: min(owed, Self.drainLimit))
+            } else {
+                reject(error.response, reason: nil)
+            }
             return
         }
         guard case .length(let length) = framing else {
@@ -199,6 +226,20 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         body = PendingBody(head: head, reader: reader, handler: handler)
         if HTTPBodyFraming.expectsContinue(head) { channel.write(HTTPBodyFraming.continueResponse) }
         channel.setReading(true)
+    }
+
+    /// Answers a body refused as too large, reads and drops the `owed` bytes the client still
+    /// sends (fewer if it closes first, or the handshake timer fires), then closes.
+    private func rejectDraining(_ response: HTTPResponse, owed: Int) {
+        channel.write(response.bytes)
+        draining = owed
+        channel.setReading(true)
+    }
+
+    private func endDrain() {
+        draining = nil
+        channel.closeAfterFlush(linger: server.configuration.connection.handshakeTimeout)
+        finish()
     }
 
     private func receiveBody(_ bytes: UnsafeRawBufferPointer) {
@@ -348,6 +389,10 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
 
     func channelEOF() {
         body = nil
+        if draining != nil {
+            endDrain()  // the answer may still be queued
+            return
+        }
         channel.close()
         finish()
     }
