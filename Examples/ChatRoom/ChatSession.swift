@@ -101,10 +101,12 @@ struct ChatSession {
                     try await reply(.error(.internalError))
                 }
             }
-        case .message(let room, let text):
+        case .message(let room, let text, let clientID):
             guard let user = joined[room] else { return try await reply(.error(.notJoined(room))) }
             do {
-                _ = try await backend.post(room: room, user: user, text: text)
+                // A retry (a client id seen in the room within 10 minutes): neither stored nor
+                // broadcast again; the first one reached the room, or the re-join's history.
+                _ = try await backend.post(room: room, user: user, text: text, clientID: clientID)
             } catch let e as ChatError {
                 try await reply(.error(e))
             } catch {

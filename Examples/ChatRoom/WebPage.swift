@@ -173,7 +173,8 @@ enum WebPage {
     if (fresh.length === 0) return;
     const frag = document.createDocumentFragment();
     for (const m of fresh) { noteIds(m); frag.appendChild(messageElement(m)); }
-    box.insertBefore(frag, box.firstChild);
+    // Above the oldest message shown (lines before it, such as "you joined", stay on top).
+    box.insertBefore(frag, box.querySelector(".msg[data-id]") || null);
     box.scrollTop = box.scrollHeight - fromBottom;
   }
   // Asks for the page before the oldest message shown, unless one is on its way or none is left.

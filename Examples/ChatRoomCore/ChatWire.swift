@@ -110,7 +110,9 @@ package enum ClientCommand: Equatable, Sendable {
     /// `user` is nil only when parsed with `userRequired: false` (a server with tokens, where
     /// the token names the user).
     case join(room: String, user: String?, since: Int64? = nil, rejoinKey: String? = nil)
-    case message(room: String, text: String)
+    /// `clientID`: the sender's id of this message (``ChatValidation/validClientID(_:field:)``):
+    /// a retry with the same id in the same room within ``ChatLimits/clientIDWindow`` is stored once.
+    case message(room: String, text: String, clientID: String? = nil)
     case leave(room: String)
     case typing(room: String, isTyping: Bool)
     /// A new token for this connection (at most ``ChatLimits/maxTokenLength`` bytes).
@@ -150,7 +152,12 @@ package enum ChatValidation {
                 let room = try validName(try string(dict, "room"), field: "room")
                 let text = try string(dict, "text")
                 try validateText(text)
-                return .success(.message(room: room, text: text))
+                var clientID: String?
+                if let raw = dict["client_id"], raw != .null {
+                    guard case .string(let id) = raw else { throw .invalidField("client_id", "a string") }
+                    clientID = try validClientID(id)
+                }
+                return .success(.message(room: room, text: text, clientID: clientID))
             case "leave":
                 return .success(.leave(room: try validName(try string(dict, "room"), field: "room")))
             case "typing":

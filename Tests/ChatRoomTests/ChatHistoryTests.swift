@@ -58,6 +58,19 @@ import Testing
         }
     }
 
+    @Test func messageCarriesAnOptionalClientID() {
+        #expect(parse(#"{"type":"message","room":"r","text":"t","client_id":"abc-1"}"#)
+                == .success(.message(room: "r", text: "t", clientID: "abc-1")))
+        #expect(parse(#"{"type":"message","room":"r","text":"t","client_id":null}"#) == .success(.message(room: "r", text: "t")))
+        for bad in [#""""#, "5", "true", "\"" + String(repeating: "x", count: 65) + "\"", #""a\u0007""#] {
+            let line = #"{"type":"message","room":"r","text":"t","client_id":"# + bad + "}"
+            #expect(parse(line).failure?.code == "invalid_field", "\(line) accepted")
+        }
+        let encoded = ChatCommand.message(room: "r", text: "t", clientID: "c").message
+        #expect(encoded == #"{"client_id":"c","room":"r","text":"t","type":"message"}"#
+                || ChatValidation.parse(Data(encoded.utf8)) == .success(.message(room: "r", text: "t", clientID: "c")))
+    }
+
     @Test func clientIDsAreBounded() {
         #expect((try? ChatValidation.validClientID("a")) == "a")
         #expect((try? ChatValidation.validClientID(String(repeating: "x", count: 64))) != nil)
@@ -239,6 +252,63 @@ struct ChatHistoryTests {
         try await peer.expectError(code: "not_joined", type: "state_error")
         await peer.close()
         #expect(await server.stop() == 0)
+    }
+
+    /// A `message` sent again with the same `client_id` (a retry) is stored and broadcast once
+    /// per room, on every node: the others, the history and a second node see it once; another
+    /// room's same id is another message.
+    static func checkClientIDRetries(first: String, second: String) async throws {
+        let a = try await TestPeer.connect("a", url: first)
+        let b = try await TestPeer.connect("b", url: second)
+        for (peer, name) in [(a, "a"), (b, "b")] {
+            try await peer.send(.join(room: "r", user: name))
+            try await peer.expect("join history") { $0.type == "history" }
+        }
+        try await a.send(.message(room: "r", text: "once", clientID: "retry-1"))
+        try await b.expect("once") { $0.type == "message" && $0.text == "once" }
+        // Retries: the same id from the same client, and from another one through another node
+        // (a retried HTTP request may reach any process); the text of a retry is not used.
+        try await a.send(.message(room: "r", text: "once", clientID: "retry-1"))
+        try await b.send(.message(room: "r", text: "once again", clientID: "retry-1"))
+        try await a.send(.message(room: "other", text: "x", clientID: "retry-1"))
+        try await a.expectError(code: "not_joined", type: "state_error")
+        try await a.send(.join(room: "other", user: "a"))
+        try await a.expect("join history") { $0.type == "history" && $0.room == "other" }
+        try await a.send(.message(room: "other", text: "same id, other room", clientID: "retry-1"))
+        try await a.expect("other room") { $0.type == "message" && $0.text == "same id, other room" }
+        // A later message: delivered in order, so every copy of the retries came before it.
+        try await a.send(.message(room: "r", text: "after", clientID: "retry-2"))
+        for peer in [a, b] {
+            try await peer.expect("after") { $0.type == "message" && $0.text == "after" }
+            let copies = await peer.events.filter { $0.type == "message" && $0.room == "r" && $0.text?.hasPrefix("once") == true }
+            #expect(copies.count == 1, "\(peer.name) got \(copies.map(\.description))")
+        }
+        try await b.send(.history(room: "r"))
+        let page = try page(try await b.expect("history") { $0.type == "history" && $0.raw.contains(#""next""#) })
+        #expect(page.messages.map { $0.text ?? "" } == ["once", "after"])
+        await a.close()
+        await b.close()
+    }
+
+    @Test func clientIDRetryIsStoredOnceOnSQLite() async throws {
+        let db = try ChatPaths.tempDirectory().appendingPathComponent("chat.sqlite")
+        let server = try await ChatServerProcess(db: db, extraArguments: Self.unthrottled)
+        defer { server.child.signal(SIGKILL) }
+        try await Self.checkClientIDRetries(first: server.wsURL, second: server.wsURL)
+        #expect(await server.stop() == 0)
+    }
+
+    @Test func clientIDRetryIsStoredOnceAcrossRedisNodes() async throws {
+        let redis = try await RedisServerProcess()
+        defer { withExtendedLifetime(redis) {} }
+        let nodes = try await RedisScaleOutTests.startNodes(2, redis: redis, extraArguments: Self.unthrottled)
+        defer { for node in nodes { node.child.signal(SIGKILL) } }
+        try await Self.checkClientIDRetries(first: nodes[0].wsURL, second: nodes[1].wsURL)
+        // The key holds "id ts" and expires with the window.
+        let key = "switchboard:chat:room:r:client:" + "retry-1".utf8.map { String(format: "%02x", $0) }.joined()
+        let ttl = Int(try redis.command("TTL", key).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -2
+        #expect((1...600).contains(ttl), "TTL \(ttl)")
+        #expect(try redis.command("GET", key).range(of: #"^\d+ \d+\s*$"#, options: .regularExpression) != nil)
     }
 
     /// The command goes through the connection's rate limit like every other line.
