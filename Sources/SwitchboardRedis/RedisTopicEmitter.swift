@@ -95,7 +95,8 @@ public final class RedisTopicEmitter: Sendable {
     /// envelope above ``maximumEnvelopeBytes`` (nothing sent); `.unavailable` while Redis is
     /// unreachable (not sent); `.connectionLost` or `.timedOut` when the connection failed
     /// after sending (it may have been published); `.limitExceeded` when too many commands are
-    /// waiting; `.closed` after ``close()``.
+    /// waiting; `.closed` after ``close()``. Cancelling the waiting task does not unsend it;
+    /// the task still waits for the reply (bounded by ``RedisConfiguration/commandTimeout``).
     @discardableResult
     public func publish(_ message: WebSocketMessage, to topic: String, compress: Bool = true) async throws(RedisError) -> Int {
         if case .text(let bytes) = message, !UTF8Validator.isValid(bytes) {

@@ -185,6 +185,34 @@ struct RedisTopicEmitterTests {
         }
     }
 
+    @Test func emitterAgainstASilentRedisTimesOut() async throws {
+        let redis = try ScriptedRESPServer()
+        var configuration = RedisConfiguration()
+        configuration.commandTimeout = .milliseconds(300)
+        let emitter = try RedisTopicEmitter(url: RedisURL(redis.url), configuration: configuration)
+        let publish = Task { await Self.result { () async throws(RedisError) -> Int in try await emitter.publish(text: "x", to: "t") } }
+        try await redis.acceptClient()
+        let command = try await redis.readCommand()
+        #expect(command.prefix(2) == ["PUBLISH", "switchboard:topic:t"])
+        // Never answered: the publish fails once the command timeout has passed (no hang).
+        let outcome = await publish.value
+        #expect(throws: RedisError.self) { try outcome.get() }
+        if case .failure(let error) = outcome { #expect(error.kind == .timedOut) }
+        await emitter.close()
+    }
+
+    @Test func emitterRefusesAReplyThatIsNotACount() async throws {
+        let redis = try ScriptedRESPServer()
+        let emitter = try RedisTopicEmitter(url: RedisURL(redis.url))
+        let publish = Task { await Self.result { () async throws(RedisError) -> Int in try await emitter.publish(text: "x", to: "t") } }
+        try await redis.acceptClient()
+        _ = try await redis.readCommand()
+        try await redis.send("+OK\r\n")
+        let outcome = await publish.value
+        if case .failure(let error) = outcome { #expect(error.kind == .protocolError) } else { Issue.record("got \(outcome)") }
+        await emitter.close()
+    }
+
     /// The snippet of `RedisTopicEmitter`'s documentation (see ``announce(redisURL:)``).
     @Test func documentationSnippetRuns() async throws {
         let redis = try await RedisServerProcess()
