@@ -45,6 +45,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", "4.1.0"..<"6.0.0"),
         // `swift package generate-documentation` (a plugin: nothing of it is linked).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
+        // The examples' `GET /metrics` (Prometheus text format): an example-only dependency,
+        // linked into ExampleSupport with the MetricsSupport trait, never into the libraries.
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // OpenSSL (libssl-dev), linked as a system library.
@@ -98,7 +101,10 @@ let package = Package(
                 dependencies: ["Switchboard", "SwitchboardCore",
                                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle",
-                                        condition: .when(traits: ["ServiceLifecycleSupport"]))],
+                                        condition: .when(traits: ["ServiceLifecycleSupport"])),
+                               .product(name: "Metrics", package: "swift-metrics", condition: .when(traits: ["MetricsSupport"])),
+                               .product(name: "Prometheus", package: "swift-prometheus",
+                                        condition: .when(traits: ["MetricsSupport"]))],
                 path: "Examples/ExampleSupport"),
         // The chat room's wire format, commands and rate limiter: a library so the tests use
         // the same code as the binary.
@@ -129,8 +135,9 @@ let package = Package(
         .testTarget(name: "AgentStreamTests",
                     dependencies: ["Switchboard", "SwitchboardCore", "SwitchboardChannel", "SwitchboardTestSupport"],
                     exclude: ["Resources"]),
+        // ExampleSupport: APIAccessTests check the API's key and token-scope rules in-process.
         .testTarget(name: "ChatRoomTests",
-                    dependencies: ["Switchboard", "SwitchboardCore", "ChatRoomCore", "SwitchboardTestSupport"],
+                    dependencies: ["Switchboard", "SwitchboardCore", "ChatRoomCore", "ExampleSupport", "SwitchboardTestSupport"],
                     exclude: ["Peers"]),
         .testTarget(
             name: "SwitchboardTests",

@@ -36,6 +36,8 @@ struct Serve: AsyncParsableCommand {
     var maxSessionsPerClient = 16
     @OptionGroup var access: ServerAccessOptions
     @OptionGroup var tokens: TokenOptions
+    /// `--api-key-file`: here it protects `GET /metrics` only (agent-stream has no other HTTP API).
+    @OptionGroup var apiKey: APIKeyOptions
 
     /// `--token`, else `$AGENT_TOKEN` (an empty value counts as unset).
     private var sharedToken: String? {
@@ -64,7 +66,9 @@ struct Serve: AsyncParsableCommand {
         var config = WebSocketServerConfiguration(host: host, port: port)
         config.shutdownTimeout = .seconds(2)
         access.apply(to: &config)
-        let server = WebSocketServer(configuration: config, logger: logger)
+        // Reports to the Prometheus registry that `GET /metrics` serves (MetricsSupport trait).
+        let server = PrometheusMetrics.makeServer(configuration: config, logger: logger)
+        let metricsAccess = APIAccess(key: try apiKey.loadKey(), verifyToken: nil)
         let agent: any Agent = agentCommand.map { CommandAgent(command: $0) }
             ?? BuiltInAgent(wordDelay: .milliseconds(max(0, wordDelayMs)))
         let token = sharedToken
@@ -100,8 +104,17 @@ struct Serve: AsyncParsableCommand {
 
         let refusals = RefusalLog()
         server.onHTTPRequest { head in
-            guard head.method == "GET", head.path == "/healthz" else { return nil }
-            return .json(status: 200, "{\"status\":\"ok\",\"sessions\":\(registry.count),\"refused\":\(registry.refused)}")
+            switch (head.method, head.path) {
+            case ("GET", "/healthz"):
+                return .json(status: 200, "{\"status\":\"ok\",\"sessions\":\(registry.count),\"refused\":\(registry.refused)}")
+            case ("GET", PrometheusMetrics.path):
+                // Counters only; with --api-key-file the key is required. A build without the
+                // MetricsSupport trait has none: 404.
+                if case .denied(let response) = metricsAccess.checkKey(head) { return response }
+                return PrometheusMetrics.response()
+            default:
+                return nil
+            }
         }
         server.route(ChannelEndpoint.channelPath, authenticate: { request in
             // The token's claims (sub, name, …) and expiry: the connection is closed with 4001

@@ -27,6 +27,15 @@ struct JoinedPresence: Sendable {
     var rejoinKey: String
 }
 
+/// One page of a room's history, for the `history` command and `GET /v1/rooms/{room}/messages`.
+struct HistoryPage: Sendable {
+    /// Oldest first.
+    var messages: [ServerEvent.Message]
+    /// The `before` of the next older page (the oldest id in ``messages``); nil when no older
+    /// message is kept.
+    var next: Int64?
+}
+
 /// Where a chat server keeps its rooms: who is in them, and their history. One process
 /// (``LocalChatBackend``: SQLite) or every process sharing a Redis (``RedisChatBackend``).
 protocol ChatBackend: Sendable {
@@ -44,8 +53,15 @@ protocol ChatBackend: Sendable {
     /// Stores a message and broadcasts it to the room (persisted first, ids increasing, delivered
     /// in id order).
     func post(room: String, user: String, text: String) async throws -> ServerEvent.Message
-    /// The room's last ``ChatLimits/historyCount`` messages, oldest first.
-    func recent(room: String) async throws -> [ServerEvent.Message]
+    /// As ``post(room:user:text:)``, but a `clientID` (1 to ``ChatLimits/maxClientIDLength``
+    /// characters, validated by the caller) already used in `room` within
+    /// ``ChatLimits/clientIDWindow`` returns the message stored then: not stored or broadcast
+    /// again (a retried request). nil: always a new message.
+    func post(room: String, user: String, text: String, clientID: String?) async throws -> ServerEvent.Message
+    /// Up to `limit` (1 to ``ChatLimits/maxHistoryPageSize``) of the room's messages with an id
+    /// below `before` (nil: the newest), oldest first; ``HistoryPage/next`` is the `before` of
+    /// the next older page, nil when none is kept.
+    func history(room: String, before: Int64?, limit: Int) async throws -> HistoryPage
     /// The room's messages with an id above `id`, oldest first: the newest
     /// ``ChatLimits/resumeHistoryCount`` of them, and whether that is all of them (`complete`).
     func messages(room: String, after id: Int64) async throws -> (messages: [ServerEvent.Message], complete: Bool)
@@ -68,17 +84,24 @@ struct LocalChatBackend: ChatBackend {
         await directory.leave(room: room, user: user, connection: connection)
     }
 
-    func post(room: String, user: String, text: String) async throws -> ServerEvent.Message {
+    func post(room: String, user: String, text: String, clientID: String?) async throws -> ServerEvent.Message {
         // Persist first: a broadcast message is never lost by a crash or restart. Stored and
-        // handed to the subscribers in one step of the store: broadcast in id order.
+        // handed to the subscribers in one step of the store: broadcast in id order. A retry
+        // (a known client id) is not handed on: it was broadcast the first time.
         let server = self.server
-        return try await store.append(room: room, user: user, text: text, ts: EventStamp.nowMillis()) { stored in
+        return try await store.append(room: room, user: user, text: text, ts: EventStamp.nowMillis(),
+                                      clientID: clientID) { stored in
             server.publishNow(.text(Array(ServerEvent.message(stored).line.utf8)), to: RoomDirectory.topic(room))
         }
     }
 
-    func recent(room: String) async throws -> [ServerEvent.Message] {
-        try await store.recent(room: room)
+    func history(room: String, before: Int64?, limit: Int) async throws -> HistoryPage {
+        let size = min(max(limit, 1), ChatLimits.maxHistoryPageSize)
+        // One more than asked: whether an older page exists.
+        let rows = try await store.messages(room: room, before: before, limit: size + 1)
+        let older = rows.count > size
+        let page = older ? Array(rows.suffix(size)) : rows
+        return HistoryPage(messages: page, next: older ? page.first?.id : nil)
     }
 
     func messages(room: String, after id: Int64) async throws -> (messages: [ServerEvent.Message], complete: Bool) {
@@ -88,4 +111,11 @@ struct LocalChatBackend: ChatBackend {
     }
 
     func close() async { await store.close() }
+}
+
+extension ChatBackend {
+    /// A message with no client id: always stored and broadcast.
+    func post(room: String, user: String, text: String) async throws -> ServerEvent.Message {
+        try await post(room: room, user: user, text: text, clientID: nil)
+    }
 }

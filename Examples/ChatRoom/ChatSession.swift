@@ -92,18 +92,21 @@ struct ChatSession {
                 }
                 try await reply(ServerEvent(type: "presence", room: room, users: result.users, rejoinKey: result.rejoinKey))
                 do {
-                    let history = try await backend.recent(room: room)
-                    try await reply(ServerEvent(type: "history", room: room, messages: history))
+                    // With `next`: where the client pages back from (the `history` command).
+                    let page = try await backend.history(room: room, before: nil, limit: ChatLimits.historyCount)
+                    try await reply(.history(room: room, page))
                 } catch let e as ChatError {
                     try await reply(.error(e))
                 } catch {
                     try await reply(.error(.internalError))
                 }
             }
-        case .message(let room, let text):
+        case .message(let room, let text, let clientID):
             guard let user = joined[room] else { return try await reply(.error(.notJoined(room))) }
             do {
-                _ = try await backend.post(room: room, user: user, text: text)
+                // A retry (a client id seen in the room within 10 minutes): neither stored nor
+                // broadcast again; the first one reached the room, or the re-join's history.
+                _ = try await backend.post(room: room, user: user, text: text, clientID: clientID)
             } catch let e as ChatError {
                 try await reply(.error(e))
             } catch {
@@ -122,6 +125,15 @@ struct ChatSession {
             joined[room] = nil
         case .refresh(let token):
             try await refresh(token)
+        case .history(let room, let before, let limit):
+            guard joined[room] != nil else { return try await reply(.error(.notJoined(room))) }
+            do {
+                try await reply(.history(room: room, try await backend.history(room: room, before: before, limit: limit)))
+            } catch let e as ChatError {
+                try await reply(.error(e))
+            } catch {
+                try await reply(.error(.internalError))
+            }
         }
     }
 

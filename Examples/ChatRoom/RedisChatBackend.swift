@@ -26,8 +26,9 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     let prefix: String
     let presenceTTL: Duration
     let logger: Logger
-    /// Messages kept per room's stream (exactly; the newest trimmed id is remembered).
-    static let streamLength = 1000
+    /// Messages kept per room's stream (exactly; the newest trimmed id is remembered):
+    /// `--redis-history`, ``ChatLimits/defaultRedisHistory`` by default.
+    let streamLength: Int
     private var heartbeat: Task<Void, Never>?
     /// Set once a heartbeat registered this node.
     private let registered = AtomicFlag()
@@ -42,8 +43,10 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     var node: String { backplane.nodeID }
 
     init(server: WebSocketServer, directory: RoomDirectory, url: RedisURL, backplane: RedisTopicBackplane,
-         prefix: String, presenceTTL: Duration, logger: Logger) throws {
+         prefix: String, presenceTTL: Duration, historyLength: Int = ChatLimits.defaultRedisHistory,
+         logger: Logger) throws {
         self.server = server
+        self.streamLength = min(max(historyLength, 1), ChatLimits.maxRedisHistory)
         self.directory = directory
         self.backplane = backplane
         self.prefix = prefix
@@ -129,6 +132,12 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     private func historyKey(_ room: String) -> String { key("room", room, "history") }
     /// The id of the newest message trimmed from the room's stream (older ones are gone).
     private func trimmedKey(_ room: String) -> String { key("room", room, "trimmed") }
+    /// A retried post's client id in `room`: holds "id ts" of the message it stored, for
+    /// ``ChatLimits/clientIDWindow``. The id is hex-encoded (its UTF-8 bytes): whatever the
+    /// client sends, the key cannot be another room's key (`…:history`, `…:presence`).
+    private func clientKey(_ room: String, _ clientID: String) -> String {
+        key("room", room, "client", clientID.utf8.map { String(format: "%02x", $0) }.joined())
+    }
     /// Set when a message found no last id (Redis empty: new, or restarted without
     /// persistence): every id at or below it may have been lost.
     private var resetKey: String { key("reset-at") }
@@ -221,7 +230,7 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
 
     // MARK: History
 
-    func post(room: String, user: String, text: String) async throws -> ServerEvent.Message {
+    func post(room: String, user: String, text: String, clientID: String?) async throws -> ServerEvent.Message {
         // The event line with sentinels where the script puts the id and the timestamp: the
         // same JSON as every other event (sorted keys, same escaping).
         let template = ServerEvent(type: "message", id: Self.idSentinel, ts: Self.tsSentinel, room: room, user: user,
@@ -236,25 +245,44 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         let channel = backplane.channel(for: RoomDirectory.topic(room))
         // From no node: every node delivers it, this one too, in Redis's order.
         let header = backplane.envelopeHeader(binary: false, fromThisProcess: false)
-        let reply = try await Self.unavailableIfDown { () async throws(RedisError) -> RESPValue in try await self.redis.send(bytes: [
-            Array("EVAL".utf8), Array(Self.postScript.utf8), Array("4".utf8),
-            Array(historyKey(room).utf8), Array(lastIDKey.utf8), Array(trimmedKey(room).utf8), Array(resetKey.utf8),
-            Array(String(Self.streamLength).utf8), Array(user.utf8), Array(text.utf8), Array(channel.utf8),
-            header + Array(head.utf8), Array(middle.utf8), Array(tail.utf8),
-        ]) }
-        guard case .array(let parts) = reply, parts.count == 2, let id = parts[0].int, let ts = parts[1].int else {
+        var keys = [historyKey(room), lastIDKey, trimmedKey(room), resetKey]
+        if let clientID { keys.append(clientKey(room, clientID)) }
+        let window = String(ChatLimits.clientIDWindow.components.seconds)
+        var request: [[UInt8]] = [Array("EVAL".utf8), Array(Self.postScript.utf8), Array(String(keys.count).utf8)]
+        for key in keys { request.append(Array(key.utf8)) }
+        let headBytes: [UInt8] = header + Array(head.utf8)
+        let arguments: [[UInt8]] = [
+            Array(String(streamLength).utf8), Array(user.utf8), Array(text.utf8), Array(channel.utf8),
+            headBytes, Array(middle.utf8), Array(tail.utf8), Array(window.utf8),
+        ]
+        request.append(contentsOf: arguments)
+        let reply = try await Self.unavailableIfDown { () async throws(RedisError) -> RESPValue in
+            try await self.redis.send(bytes: request)
+        }
+        guard case .array(let parts) = reply, parts.count == 2 || parts.count == 4, let id = parts[0].int,
+              let ts = parts[1].int else {
             throw ChatBackendFailure(description: "unexpected reply to the post script: \(reply)")
+        }
+        // A retry: the message stored the first time (its user and text as kept in the stream).
+        if parts.count == 4, let storedUser = parts[2].string, let storedText = parts[3].string {
+            return ServerEvent.Message(id: id, room: room, user: storedUser, text: storedText, ts: ts)
         }
         return ServerEvent.Message(id: id, room: room, user: user, text: text, ts: ts)
     }
 
-    func recent(room: String) async throws -> [ServerEvent.Message] {
+    func history(room: String, before: Int64?, limit: Int) async throws -> HistoryPage {
+        let size = min(max(limit, 1), ChatLimits.maxHistoryPageSize)
+        // Exclusive bound below `before`; one more than asked tells whether an older page exists.
+        let end = before.map { "(" + Self.streamID(messageID: $0) } ?? "+"
         let reply = try await Self.unavailableIfDown { () async throws(RedisError) -> RESPValue in
-            try await self.redis.send("XREVRANGE", self.historyKey(room), "+", "-", "COUNT", String(ChatLimits.historyCount))
+            try await self.redis.send("XREVRANGE", self.historyKey(room), end, "-", "COUNT", String(size + 1))
         }
-        let messages = Self.messages(fromNewestFirst: reply, room: room)
-        noteSeen(room, messages)
-        return messages
+        let rows = Self.messages(fromNewestFirst: reply, room: room)
+        // The newest page (a join's history): this process has delivered up to its last id.
+        if before == nil { noteSeen(room, rows) }
+        let older = rows.count > size
+        let page = older ? Array(rows.suffix(size)) : rows
+        return HistoryPage(messages: page, next: older ? page.first?.id : nil)
     }
 
     func messages(room: String, after id: Int64) async throws -> (messages: [ServerEvent.Message], complete: Bool) {
@@ -424,11 +452,36 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         return 1
         """
 
-    /// KEYS: history stream, last-id key, the room's trimmed-id key, the reset key. ARGV: max
-    /// length, user, text, channel, envelope header plus the JSON before the id, the JSON
-    /// between id and ts, the JSON after ts. Returns {id, ts}. The stream is trimmed exactly to
-    /// its length, remembering the newest trimmed entry (a `since` at or above it is complete).
+    /// KEYS: history stream, last-id key, the room's trimmed-id key, the reset key, and for a
+    /// post with a client id its key. ARGV: max length, user, text, channel, envelope header
+    /// plus the JSON before the id, the JSON between id and ts, the JSON after ts, the client
+    /// id's lifetime in seconds. Returns {id, ts}; when the client id's key exists (a retry
+    /// within its lifetime), nothing is stored or published and it returns {id, ts, user, text}
+    /// of the message stored then (user and text from the stream, or the ones given when that
+    /// entry was trimmed). The stream is trimmed exactly to its length, remembering the newest
+    /// trimmed entry (a `since` at or above it is complete).
     static let postScript = """
+        if KEYS[5] then
+          local prev = redis.call('GET', KEYS[5])
+          if prev then
+            local pid, pts = string.match(prev, '^(%d+) (%d+)$')
+            if pid then
+              pid = tonumber(pid)
+              pts = tonumber(pts)
+              local pms = math.floor(pid / 1000)
+              local sid = string.format('%d', pms) .. '-' .. string.format('%d', pid - pms * 1000)
+              local user, text = ARGV[2], ARGV[3]
+              local entries = redis.call('XRANGE', KEYS[1], sid, sid)
+              if entries[1] then
+                local f = entries[1][2]
+                for i = 1, #f - 1, 2 do
+                  if f[i] == 'user' then user = f[i + 1] elseif f[i] == 'text' then text = f[i + 1] end
+                end
+              end
+              return {pid, pts, user, text}
+            end
+          end
+        end
         local t = redis.call('TIME')
         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
         local lastRaw = redis.call('GET', KEYS[2])
@@ -449,6 +502,7 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         end
         redis.call('SET', KEYS[2], ids)
         redis.call('PUBLISH', ARGV[4], ARGV[5] .. ids .. ARGV[6] .. mss .. ARGV[7])
+        if KEYS[5] then redis.call('SET', KEYS[5], ids .. ' ' .. mss, 'EX', ARGV[8]) end
         return {id, ms}
         """
 

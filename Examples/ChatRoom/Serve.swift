@@ -20,6 +20,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Prefix of every Redis key and channel (with --redis).") var redisPrefix = "switchboard:"
     @Option(help: "Seconds after which a dead server's users leave the rooms (with --redis: its heartbeat's TTL).")
     var presenceTtl: Int = 15
+    @Option(help: "Messages each room's Redis stream keeps (with --redis; 1...1000000); older ones are trimmed and no longer paged back to.")
+    var redisHistory = ChatLimits.defaultRedisHistory
     @Option(help: "Require this bearer token (Authorization header or ?token=). Default: $CHAT_TOKEN.") var token: String?
     @Option(help: "PEM certificate chain file (enables https/wss).") var tlsCert: String?
     @Option(help: "PEM private key file.") var tlsKey: String?
@@ -32,6 +34,9 @@ struct Serve: AsyncParsableCommand {
     /// Signed tokens (`--jwt-secret-file` | `--jwt-public-key` | `--jwks-file`): each user's own
     /// identity instead of one shared `--token`.
     @OptionGroup var tokens: TokenOptions
+    /// `--api-key-file`: enables the HTTP API (docs/chat-protocol.md "HTTP API") for backends
+    /// holding the key, and protects `GET /metrics`.
+    @OptionGroup var apiKey: APIKeyOptions
 
     /// `--token`, else `$CHAT_TOKEN` (empty: none).
     private var sharedToken: String? {
@@ -50,6 +55,9 @@ struct Serve: AsyncParsableCommand {
         }
         if maxRoomsPerConnection < 1 { throw ValidationError("--max-rooms-per-connection must be at least 1") }
         if !(1...86_400).contains(presenceTtl) { throw ValidationError("--presence-ttl must be 1...86400 seconds") }
+        if !(1...ChatLimits.maxRedisHistory).contains(redisHistory) {
+            throw ValidationError("--redis-history must be 1...\(ChatLimits.maxRedisHistory) messages")
+        }
         if let redis {
             do { _ = try RedisURL(redis) } catch { throw ValidationError("--redis: \(error)") }
         }
@@ -76,7 +84,9 @@ struct Serve: AsyncParsableCommand {
             config.backplane = backplane
             redisSetup = (url, backplane)
         }
-        let server = WebSocketServer(configuration: config, logger: logger)
+        let key = try apiKey.loadKey()
+        // Reports to the Prometheus registry that `GET /metrics` serves (MetricsSupport trait).
+        let server = PrometheusMetrics.makeServer(configuration: config, logger: logger)
         let directory = RoomDirectory(server: server)
         let backend: any ChatBackend
         if let redisSetup {
@@ -84,7 +94,8 @@ struct Serve: AsyncParsableCommand {
             redisLogger.logLevel = .warning
             let shared = try RedisChatBackend(server: server, directory: directory, url: redisSetup.url,
                                               backplane: redisSetup.backplane, prefix: redisPrefix,
-                                              presenceTTL: .seconds(presenceTtl), logger: redisLogger)
+                                              presenceTTL: .seconds(presenceTtl), historyLength: redisHistory,
+                                              logger: redisLogger)
             shared.start()
             backend = shared
         } else {
@@ -98,27 +109,9 @@ struct Serve: AsyncParsableCommand {
         let backplane = redisSetup?.backplane
         let redisBackend = backend as? RedisChatBackend
 
-        server.onHTTPRequest { head in
-            switch (head.method, head.path) {
-            case ("GET", "/"), ("HEAD", "/"):
-                return HTTPResponse(status: 200,
-                                    headers: ["Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"],
-                                    body: Array(WebPage.html.utf8))
-            case ("GET", "/healthz"):
-                guard let backplane else { return .json(status: 200, #"{"status":"ok"}"#) }
-                // With --redis: 503 while Redis is not there (the three connections up, every room
-                // re-subscribed, this node's users written again after a reconnection).
-                return backplane.isConnected && redisBackend?.isReady != false
-                    ? .json(status: 200, #"{"status":"ok","redis":"connected"}"#)
-                    : .json(status: 503, #"{"status":"degraded","redis":"disconnected"}"#)
-            case (_, "/"):
-                return .error(status: 405, message: "method not allowed", type: .invalidRequest, code: "method_not_allowed")
-            default:
-                return nil
-            }
-        }
         var authenticate: (@Sendable (WebSocketUpgradeRequest) async -> WebSocketAuthDecision)?
         var verifyRefresh: RefreshVerifier?
+        var verifyToken: APIAccess.TokenVerifier?
         let tokensEnabled = tokens.isEnabled
         #if JWTSupport
         if let authenticator = try await tokens.makeAuthenticator() {
@@ -131,6 +124,13 @@ struct Serve: AsyncParsableCommand {
                     return .success(RefreshedToken(subject: verified.subject, expiresAt: verified.expiresAt))
                 } catch {
                     return .failure(.invalidToken(error.message))
+                }
+            }
+            verifyToken = { token in
+                do throws(JWTVerificationError) {
+                    return .success(try await authenticator.verify(token).claims)
+                } catch {
+                    return .failure(APIAccess.TokenRefusal(code: error.code, message: error.message))
                 }
             }
             tokens.reloadOnHangUp(authenticator)
@@ -147,6 +147,35 @@ struct Serve: AsyncParsableCommand {
             }
         }
         let refresh = verifyRefresh
+        // The HTTP API: on with --api-key-file and/or the token flags (a token then needs the
+        // `publish` scope), else its paths are 404s.
+        let access = APIAccess(key: key, verifyToken: verifyToken)
+        let api = ChatAPI(backend: backend, access: access)
+        server.handleHTTP { request in
+            let head = request.head
+            switch (head.method, head.path) {
+            case ("GET", "/"), ("HEAD", "/"):
+                return HTTPResponse(status: 200,
+                                    headers: ["Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"],
+                                    body: Array(WebPage.html.utf8))
+            case ("GET", "/healthz"):
+                guard let backplane else { return .json(status: 200, #"{"status":"ok"}"#) }
+                // With --redis: 503 while Redis is not there (the three connections up, every room
+                // re-subscribed, this node's users written again after a reconnection).
+                return backplane.isConnected && redisBackend?.isReady != false
+                    ? .json(status: 200, #"{"status":"ok","redis":"connected"}"#)
+                    : .json(status: 503, #"{"status":"degraded","redis":"disconnected"}"#)
+            case ("GET", PrometheusMetrics.path):
+                // Counters only; with --api-key-file the key is required (401 without), else open.
+                if case .denied(let response) = access.checkKey(head) { return response }
+                return PrometheusMetrics.response()
+            case (_, "/"):
+                return .error(status: 405, message: "method not allowed", type: .invalidRequest, code: "method_not_allowed")
+            default:
+                // The backend API (POST/GET /v1/rooms/{room}/messages), or 404.
+                return await api.respond(to: request)
+            }
+        }
         server.route("/v1/ws", authenticate: authenticate) { connection in
             var session = ChatSession(connection: connection, server: server, backend: backend,
                                       limiter: RateLimiter(ratePerSecond: rate, burst: burst),

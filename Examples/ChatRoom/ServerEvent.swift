@@ -31,6 +31,9 @@ struct ServerEvent: Codable, Sendable {
     var messages: [Message]?
     /// In a `history` answering a `join` with `since`: whether every later message is included.
     var complete: Bool?
+    /// In a `history` answering a plain `join` or a `history` command: the `before` of the next
+    /// older page; `.some(nil)` is sent as `"next":null` (no older message kept), nil omits it.
+    var next: Int64??
     /// In the `presence` answering a `join`, to the joiner only: the key its re-joins need to
     /// take the name over (``RejoinKey``).
     var rejoinKey: String?
@@ -40,10 +43,17 @@ struct ServerEvent: Codable, Sendable {
 
     init(type: String, id: Int64? = nil, ts: Int64? = nil, room: String? = nil, user: String? = nil,
          text: String? = nil, isTyping: Bool? = nil, users: [String]? = nil, messages: [Message]? = nil,
-         complete: Bool? = nil, rejoinKey: String? = nil, exp: Int64? = nil, error: ErrorBody? = nil) {
+         complete: Bool? = nil, next: Int64?? = nil, rejoinKey: String? = nil, exp: Int64? = nil,
+         error: ErrorBody? = nil) {
         self.type = type; self.id = id; self.ts = ts; self.room = room; self.user = user; self.text = text
         self.isTyping = isTyping; self.users = users; self.messages = messages; self.complete = complete
+        self.next = next
         self.rejoinKey = rejoinKey; self.exp = exp; self.error = error
+    }
+
+    /// A page of history: `next` always present (null when there is no older page).
+    static func history(room: String, _ page: HistoryPage) -> Self {
+        .init(type: "history", room: room, messages: page.messages, next: .some(page.next))
     }
 
     static func message(_ m: Message) -> Self {

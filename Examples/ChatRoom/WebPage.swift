@@ -8,6 +8,10 @@
 /// connection drops it reconnects with backoff (0.25 s doubling to 5 s, with jitter) and re-joins
 /// its room with `since` (the last message id it showed), so nothing is lost or shown twice, and
 /// with the `rejoinKey` of its last `presence`, so it takes its own stale presence over.
+/// Each message shows its time (local `HH:MM`; the full date and time in its tooltip). Scrolled
+/// to the top of the message list, it asks for the next older page (`history` with `before`: the
+/// oldest id shown), one request at a time, prepends it keeping the scroll position, and stops
+/// once a page's `next` is null.
 enum WebPage {
     static let html = #"""
 <!doctype html>
@@ -32,6 +36,9 @@ enum WebPage {
   #messages { flex:1; overflow-y:auto; padding:4px; }
   .msg { padding:3px 0; word-wrap:break-word; }
   .msg .user { font-weight:700; color:var(--accent); }
+  /* The time is drawn from data-hhmm: shown, but not in the line's text ("user: text"). */
+  .msg time { color:var(--muted); font-size:12px; margin-right:6px; font-variant-numeric:tabular-nums; }
+  .msg time::before { content:attr(data-hhmm); }
   .sys { color:var(--muted); font-style:italic; }
   .err { color:var(--err); }
   #typing { height:20px; font-size:13px; color:var(--muted); }
@@ -111,23 +118,78 @@ enum WebPage {
   // The last message id shown (resume point), the key of our presence (from the server's
   // presence answer: proves the name is ours on a re-join), and the reconnection backoff.
   let lastId = null, rejoinKey = null, attempt = 0;
+  // Paging back: the oldest message id shown, the `before` of the next older page (from the
+  // last history's `next`; null: nothing older; undefined: not known yet), one request at a time.
+  let oldestId = null, nextBefore = undefined, loadingOlder = false;
 
   function status(text) { $("status").textContent = text; }
-  function line(cls, parts) {
+  function element(cls, parts) {
     const div = document.createElement("div");
     div.className = "msg " + cls;
     for (const [c, t] of parts) { const s = document.createElement("span"); if (c) s.className = c; s.textContent = t; div.appendChild(s); }
-    $("messages").appendChild(div);
+    return div;
+  }
+  function line(cls, parts) {
+    $("messages").appendChild(element(cls, parts));
     $("messages").scrollTop = $("messages").scrollHeight;
+  }
+  const pad = (n) => String(n).padStart(2, "0");
+  // A message's line: its time (local HH:MM, the full date and time as the tooltip), user, text.
+  function messageElement(m) {
+    const div = element("", [["user", m.user], ["", ": " + m.text]]);
+    div.dataset.id = String(m.id);
+    if (typeof m.ts === "number") {
+      const d = new Date(m.ts), t = document.createElement("time");
+      t.dateTime = d.toISOString();
+      t.dataset.hhmm = pad(d.getHours()) + ":" + pad(d.getMinutes());
+      t.title = d.toLocaleString();
+      div.prepend(t);
+    }
+    return div;
+  }
+  function noteIds(m) {
+    seen.add(m.id);
+    if (lastId === null || m.id > lastId) lastId = m.id;
+    if (oldestId === null || m.id < oldestId) oldestId = m.id;
+    document.documentElement.dataset.lastId = String(lastId);
+    document.documentElement.dataset.oldestId = String(oldestId);
   }
   function showMessage(m) {
     if (m.id != null) {
       if (seen.has(m.id)) return;
-      seen.add(m.id);
-      if (lastId === null || m.id > lastId) lastId = m.id;
-      document.documentElement.dataset.lastId = String(lastId);
+      // Older than everything shown (a page arriving late): in its place at the top.
+      if (oldestId !== null && m.id < oldestId) return prependMessages([m]);
+      noteIds(m);
+      $("messages").appendChild(messageElement(m));
+      $("messages").scrollTop = $("messages").scrollHeight;
+      return;
     }
     line("", [["user", m.user], ["", ": " + m.text]]);
+  }
+  // Older messages (oldest first) above what is shown, the view staying where it was.
+  function prependMessages(list) {
+    const box = $("messages"), fromBottom = box.scrollHeight - box.scrollTop;
+    const fresh = list.filter((m) => m.id != null && !seen.has(m.id));
+    if (fresh.length === 0) return;
+    const frag = document.createDocumentFragment();
+    for (const m of fresh) { noteIds(m); frag.appendChild(messageElement(m)); }
+    // Above the oldest message shown (lines before it, such as "you joined", stay on top).
+    box.insertBefore(frag, box.querySelector(".msg[data-id]") || null);
+    box.scrollTop = box.scrollHeight - fromBottom;
+  }
+  // Asks for the page before the oldest message shown, unless one is on its way or none is left.
+  function loadOlder() {
+    if (!room || loadingOlder || nextBefore == null || !ws || ws.readyState !== WebSocket.OPEN) return;
+    loadingOlder = true;
+    document.documentElement.dataset.historyRequests = String(Number(document.documentElement.dataset.historyRequests || 0) + 1);
+    send({ type: "history", room, before: oldestId !== null && oldestId < nextBefore ? oldestId : nextBefore, limit: 50 });
+  }
+  function olderKnown(next) {
+    nextBefore = next; loadingOlder = false;
+    document.documentElement.dataset.historyDone = next === null ? "1" : "";
+    // A list too short to scroll cannot be scrolled to the top: fetch until it can (or all is shown).
+    const box = $("messages");
+    if (next !== null && box.scrollHeight <= box.clientHeight) loadOlder();
   }
   function renderPresence() {
     const ul = $("presence"); ul.textContent = "";
@@ -146,7 +208,14 @@ enum WebPage {
       case "message": showMessage(ev); typers.delete(ev.user); renderTyping(); break;
       case "history":
         if (ev.complete === false) line("sys", [["", "earlier messages were missed (not all are kept)"]]);
-        for (const m of ev.messages) showMessage(m);
+        // A page from paging back (older than all shown), or the join's newest messages.
+        if (oldestId !== null && ev.messages.length > 0 && ev.messages[ev.messages.length - 1].id < oldestId) {
+          prependMessages(ev.messages);
+        } else {
+          for (const m of ev.messages) showMessage(m);
+        }
+        // `next` (a join's or a page's history): where the next older page starts.
+        if ("next" in ev) olderKnown(ev.next);
         break;
       case "presence":
         users = ev.users.slice(); renderPresence();
@@ -169,6 +238,9 @@ enum WebPage {
         break;
       case "error":
         line("err", [["", "! " + ev.error.message]]);
+        // Possibly the answer to a page request (rate limited, storage unavailable): the next
+        // scroll to the top asks again.
+        loadingOlder = false;
         if (["name_taken", "invalid_user", "invalid_room", "forbidden", "room_forbidden"].includes(ev.error.code)) {
           room = null; me = null; setJoined(false);
         }
@@ -209,6 +281,7 @@ enum WebPage {
     };
     ws.onclose = (e) => {
       $("join").disabled = true; setJoined(false); clearTimeout(refreshTimer);
+      loadingOlder = false;
       attempt += 1;
       const delay = Math.min(5000, 250 * Math.pow(2, attempt - 1)) * (0.5 + Math.random() / 2);
       status("disconnected (" + e.code + (e.reason ? " " + e.reason : "") + "); reconnecting in " +
@@ -228,6 +301,7 @@ enum WebPage {
     if (!r || !u) { line("err", [["", "! enter a room and a name"]]); return; }
     if (room) send({ type: "leave", room });
     room = r; me = u; seen = new Set(); lastId = null; rejoinKey = null; users = []; typers.clear();
+    oldestId = null; nextBefore = undefined; loadingOlder = false;
     $("messages").textContent = ""; renderPresence(); renderTyping();
     // With a token the server takes the token's name: a different one would be refused.
     const join = { type: "join", room: r };
@@ -249,6 +323,7 @@ enum WebPage {
     clearTimeout(typingTimer);
     typingTimer = setTimeout(() => { typingSent = false; send({ type: "typing", room, isTyping: false }); }, 3000);
   });
+  $("messages").addEventListener("scroll", () => { if ($("messages").scrollTop <= 8) loadOlder(); });
   $("join").disabled = true;
   if (token && tokenName()) $("user").placeholder = tokenName();
   connect();

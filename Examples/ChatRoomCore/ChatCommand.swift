@@ -8,13 +8,20 @@ package enum ChatCommand: JSONSocketCommand, Equatable {
     /// `rejoinKey`: the key of the `presence` that answered the earlier join of the room.
     /// `user`: nil on a server with tokens (the server takes the token's display name).
     case join(room: String, user: String?, since: Int64? = nil, rejoinKey: String? = nil)
-    case message(room: String, text: String)
+    /// `clientID`: an id of the sender's choosing (1 to 64 characters) that makes a retry safe:
+    /// the same id in the same room within 10 minutes is stored and broadcast once.
+    case message(room: String, text: String, clientID: String? = nil)
     case leave(room: String)
     case typing(room: String, isTyping: Bool)
     /// A new token for the open connection (servers with tokens): answered by `refreshed`.
     case refresh(token: String)
+    /// A page of a joined room's history: messages below `before` (nil: the newest), at most
+    /// `limit` (nil: the server's default, 50). Answered by `history` with `next`.
+    case history(room: String, before: Int64? = nil, limit: Int? = nil)
 
-    private enum Key: String, CodingKey { case type, room, user, since, rejoinKey, text, isTyping, token }
+    private enum Key: String, CodingKey { case type, room, user, since, rejoinKey, text, isTyping, token, before, limit
+        case clientID = "client_id"
+    }
 
     package func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Key.self)
@@ -22,14 +29,18 @@ package enum ChatCommand: JSONSocketCommand, Equatable {
         case .join(let room, let user, let since, let rejoinKey):
             try c.encode("join", forKey: .type); try c.encode(room, forKey: .room); try c.encodeIfPresent(user, forKey: .user)
             try c.encodeIfPresent(since, forKey: .since); try c.encodeIfPresent(rejoinKey, forKey: .rejoinKey)
-        case .message(let room, let text):
+        case .message(let room, let text, let clientID):
             try c.encode("message", forKey: .type); try c.encode(room, forKey: .room); try c.encode(text, forKey: .text)
+            try c.encodeIfPresent(clientID, forKey: .clientID)
         case .leave(let room):
             try c.encode("leave", forKey: .type); try c.encode(room, forKey: .room)
         case .typing(let room, let isTyping):
             try c.encode("typing", forKey: .type); try c.encode(room, forKey: .room); try c.encode(isTyping, forKey: .isTyping)
         case .refresh(let token):
             try c.encode("refresh", forKey: .type); try c.encode(token, forKey: .token)
+        case .history(let room, let before, let limit):
+            try c.encode("history", forKey: .type); try c.encode(room, forKey: .room)
+            try c.encodeIfPresent(before, forKey: .before); try c.encodeIfPresent(limit, forKey: .limit)
         }
     }
 }

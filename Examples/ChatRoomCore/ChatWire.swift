@@ -17,6 +17,22 @@ package enum ChatLimits {
     package static let maxRejoinKeyLength = 64
     /// Longest token a `refresh` may carry: the size the token verifier accepts (8 KiB).
     package static let maxTokenLength = 8192
+    /// Most messages in one page of history (the `history` command's `limit`, the HTTP API's
+    /// `limit`): one reply stays bounded (200 messages of at most 2,000 characters each) while
+    /// paging back through thousands of messages takes few round trips.
+    package static let maxHistoryPageSize = 200
+    /// The page size when a `history` command gives no `limit`: the size of the history that
+    /// answers a `join`.
+    package static let defaultHistoryPageSize = 50
+    /// How long a `client_id` keeps its message: a retry within this window returns the message
+    /// stored the first time instead of storing it again (longer than any sane retry schedule).
+    package static let clientIDWindow: Duration = .seconds(600)
+    /// Longest `client_id` accepted (a UUID has 36 characters; room for others).
+    package static let maxClientIDLength = 64
+    /// Messages a room's Redis stream keeps by default (`--redis-history`); older ones are trimmed.
+    package static let defaultRedisHistory = 1000
+    /// Largest `--redis-history`: a bound on the memory a busy room takes in Redis.
+    package static let maxRedisHistory = 1_000_000
 }
 
 /// A protocol error sent as `{"type":"error","error":{"message","type","code"[,"retry_after"]}}`.
@@ -94,11 +110,17 @@ package enum ClientCommand: Equatable, Sendable {
     /// `user` is nil only when parsed with `userRequired: false` (a server with tokens, where
     /// the token names the user).
     case join(room: String, user: String?, since: Int64? = nil, rejoinKey: String? = nil)
-    case message(room: String, text: String)
+    /// `clientID`: the sender's id of this message (``ChatValidation/validClientID(_:field:)``):
+    /// a retry with the same id in the same room within ``ChatLimits/clientIDWindow`` is stored once.
+    case message(room: String, text: String, clientID: String? = nil)
     case leave(room: String)
     case typing(room: String, isTyping: Bool)
     /// A new token for this connection (at most ``ChatLimits/maxTokenLength`` bytes).
     case refresh(token: String)
+    /// One page of a joined room's history: up to `limit` (1 to
+    /// ``ChatLimits/maxHistoryPageSize``, default ``ChatLimits/defaultHistoryPageSize``)
+    /// messages with an id below `before` (1 to ``ChatLimits/maxMessageID``; nil: the newest).
+    case history(room: String, before: Int64?, limit: Int)
 }
 
 /// Parsing and validation of one inbound line: pure, shared with the test target.
@@ -130,7 +152,12 @@ package enum ChatValidation {
                 let room = try validName(try string(dict, "room"), field: "room")
                 let text = try string(dict, "text")
                 try validateText(text)
-                return .success(.message(room: room, text: text))
+                var clientID: String?
+                if let raw = dict["client_id"], raw != .null {
+                    guard case .string(let id) = raw else { throw .invalidField("client_id", "a string") }
+                    clientID = try validClientID(id)
+                }
+                return .success(.message(room: room, text: text, clientID: clientID))
             case "leave":
                 return .success(.leave(room: try validName(try string(dict, "room"), field: "room")))
             case "typing":
@@ -144,6 +171,9 @@ package enum ChatValidation {
                     throw .invalidField("token", "a token of 1 to \(ChatLimits.maxTokenLength) bytes")
                 }
                 return .success(.refresh(token: token))
+            case "history":
+                let room = try validName(try string(dict, "room"), field: "room")
+                return .success(.history(room: room, before: try before(dict), limit: try limit(dict)))
             default:
                 return .failure(.unknownType(type))
             }
@@ -160,6 +190,27 @@ package enum ChatValidation {
             throw .invalidField("since", "a non-negative integer message id")
         }
         return id
+    }
+
+    /// `before`: absent (or null), or an integer message id 1…2^53.
+    private static func before(_ dict: [String: JSONValue]) throws(ChatError) -> Int64? {
+        guard let raw = dict["before"], raw != .null else { return nil }
+        guard case .number(let n) = raw, n.isFinite, n >= 1, n <= Double(ChatLimits.maxMessageID),
+              let id = Int64(exactly: n) else {
+            throw .invalidField("before", "a positive integer message id (at most 2^53)")
+        }
+        return id
+    }
+
+    /// `limit`: absent (or null: ``ChatLimits/defaultHistoryPageSize``), or an integer
+    /// 1…``ChatLimits/maxHistoryPageSize``.
+    private static func limit(_ dict: [String: JSONValue]) throws(ChatError) -> Int {
+        guard let raw = dict["limit"], raw != .null else { return ChatLimits.defaultHistoryPageSize }
+        guard case .number(let n) = raw, n.isFinite, n >= 1, n <= Double(ChatLimits.maxHistoryPageSize),
+              let limit = Int(exactly: n) else {
+            throw .invalidField("limit", "an integer from 1 to \(ChatLimits.maxHistoryPageSize)")
+        }
+        return limit
     }
 
     /// `rejoinKey`: absent (or null), or a string of at most 64 UTF-8 bytes.
@@ -187,6 +238,16 @@ package enum ChatValidation {
             throw fail("contains control characters")
         }
         return name
+    }
+
+    /// A post's `client_id` (safe retries): 1 to ``ChatLimits/maxClientIDLength`` characters,
+    /// no control characters; `field` names it in the error (`client_id`).
+    package static func validClientID(_ raw: String, field: String = "client_id") throws(ChatError) -> String {
+        guard !raw.isEmpty, raw.count <= ChatLimits.maxClientIDLength, raw.utf8.count <= 4 * ChatLimits.maxClientIDLength,
+              !raw.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw .invalidField(field, "a string of 1 to \(ChatLimits.maxClientIDLength) characters without control characters")
+        }
+        return raw
     }
 
     /// Message text: not blank, at most 2000 characters (Swift `Character`s, i.e. grapheme clusters).

@@ -36,7 +36,8 @@ public final class RedisTopicBackplane: TopicBackplane {
         /// Publishes dropped: the queue was full while Redis was unreachable, or the connection
         /// was lost after sending (the message may not have reached Redis).
         public var dropped: Int
-        /// Envelopes from Redis that were not ours (wrong version, too short): ignored.
+        /// Envelopes from Redis that were malformed (too short, another version, a reserved flag
+        /// bit set, a text payload that is not UTF-8; see ``BackplaneEnvelope``): ignored.
         public var malformed: Int
         /// Times the subscriber reconnected with topics subscribed (a possible gap each).
         public var reconnections: Int
@@ -85,11 +86,9 @@ public final class RedisTopicBackplane: TopicBackplane {
     public init(url: RedisURL, prefix: String = "switchboard:", configuration: RedisConfiguration = RedisConfiguration(),
                 maximumQueuedPublishes: Int = 10_000, maximumQueuedBytes: Int = 16 << 20,
                 group: EventLoopGroup? = nil, logger: Logger = Logger(label: "switchboard.redis.backplane")) throws(RedisError) {
-        var generator = SystemRandomNumberGenerator()
-        var id = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        if id.allSatisfy({ $0 == 0 }) { id[0] = 1 }  // all zeros means "from no process"
+        let id = BackplaneNode.random()  // never all zeros, which means "from no process"
         nodeBytes = id
-        nodeID = id.map { String($0, radix: 16).leftPadded(to: 2) }.joined()
+        nodeID = BackplaneNode.hex(id)
         self.prefix = prefix
         self.maximumQueuedPublishes = max(0, maximumQueuedPublishes)
         self.maximumQueuedBytes = max(0, maximumQueuedBytes)
@@ -139,31 +138,21 @@ public final class RedisTopicBackplane: TopicBackplane {
     /// The Redis channel of `topic`: `<prefix>topic:<topic>`.
     public func channel(for topic: String) -> String { prefix + "topic:" + topic }
 
-    /// The bytes this backplane publishes for `message`: version, flags, the sender's node id,
-    /// then the payload. `fromThisProcess: false` marks it as from no process, so that every
-    /// process delivers it, this one included: for applications that publish to
-    /// ``channel(for:)`` themselves (from a Lua script, atomically with a write) and want every
-    /// process to see the messages in Redis's order.
+    /// The bytes this backplane publishes for `message` (a ``BackplaneEnvelope``): version,
+    /// flags, the sender's node id, then the payload. `fromThisProcess: false` marks it as from no
+    /// process, so that every process delivers it, this one included: for applications that
+    /// publish to ``channel(for:)`` themselves (from a Lua script, atomically with a write) and
+    /// want every process to see the messages in Redis's order.
     public func envelope(_ message: WebSocketMessage, compress: Bool = true, fromThisProcess: Bool = true) -> [UInt8] {
-        let (binary, payload): (Bool, [UInt8]) = switch message {
-        case .text(let b): (false, b)
-        case .binary(let b): (true, b)
-        }
-        return Self.envelopeHeader(binary: binary, compress: compress,
-                                   node: fromThisProcess ? nodeBytes : Self.noNode) + payload
+        BackplaneEnvelope(message: message, compress: compress,
+                          node: fromThisProcess ? nodeBytes : BackplaneEnvelope.noNode).encoded()
     }
 
-    /// The envelope's bytes before the payload (see ``envelope(_:compress:fromThisProcess:)``).
+    /// The envelope's bytes before the payload (see ``envelope(_:compress:fromThisProcess:)``
+    /// and ``BackplaneEnvelope/header(binary:compress:node:)``).
     public func envelopeHeader(binary: Bool, compress: Bool = true, fromThisProcess: Bool = true) -> [UInt8] {
-        Self.envelopeHeader(binary: binary, compress: compress, node: fromThisProcess ? nodeBytes : Self.noNode)
-    }
-
-    private static let version: UInt8 = 1
-    private static let noNode = [UInt8](repeating: 0, count: 16)
-    private static let headerLength = 18
-
-    private static func envelopeHeader(binary: Bool, compress: Bool, node: [UInt8]) -> [UInt8] {
-        [version, (binary ? 1 : 0) | (compress ? 2 : 0)] + node
+        BackplaneEnvelope.header(binary: binary, compress: compress,
+                                 node: fromThisProcess ? nodeBytes : BackplaneEnvelope.noNode)
     }
 
     // MARK: TopicBackplane
@@ -210,21 +199,21 @@ public final class RedisTopicBackplane: TopicBackplane {
     fileprivate func received(_ channel: String, _ payload: [UInt8]) {
         let topicPrefix = prefix + "topic:"
         guard channel.hasPrefix(topicPrefix) else { return }
-        guard payload.count >= Self.headerLength, payload[0] == Self.version else {
+        // Our own publish, already served in-process (checked before decoding, which validates).
+        let nodeRange = (BackplaneEnvelope.headerLength - BackplaneEnvelope.nodeIDLength)..<BackplaneEnvelope.headerLength
+        if payload.count >= BackplaneEnvelope.headerLength, payload[0] == BackplaneEnvelope.version,
+           payload[nodeRange].elementsEqual(nodeBytes) { return }
+        guard let envelope = BackplaneEnvelope(decoding: payload) else {
             counters.malformed.add(1, ordering: .relaxed)
             return
         }
-        // Our own publish, already served in-process.
-        if payload[2..<Self.headerLength].elementsEqual(nodeBytes) { return }
         let (receiver, observer) = shared.withLock { ($0.receiver, $0.receiveObserver) }
         guard let receiver else { return }
-        let body = Array(payload[Self.headerLength...])
-        let flags = payload[1]
-        let message: WebSocketMessage = flags & 1 == 0 ? .text(body) : .binary(body)
+        let message = envelope.message
         counters.received.add(1, ordering: .relaxed)
         let topic = String(channel.dropFirst(topicPrefix.count))
         observer?(topic, message)
-        receiver.deliver(message, to: topic, compress: flags & 2 != 0)
+        receiver.deliver(message, to: topic, compress: envelope.compress)
     }
 
     fileprivate func subscriberChanged(_ state: RedisConnectionState) {
@@ -318,10 +307,4 @@ private final class BackplaneCounters: Sendable {
     let reconnections = Atomic<Int>(0)
     /// The publishing connection is up.
     let clientUp = Atomic<Bool>(false)
-}
-
-extension String {
-    fileprivate func leftPadded(to width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
-    }
 }

@@ -25,6 +25,29 @@ struct BrowserTests {
         #expect(await server.stop() == 0)
     }
 
+    /// The page pages back (Peers/browser_history.py): a room of 120 messages, the page joins
+    /// (the newest 50), and scrolled to the top again and again it asks for older pages until
+    /// `next` is null: all 120 shown once, in order, each with its time, one request per page.
+    @Test func pageLoadsOlderMessagesWhenScrolledToTheTop() async throws {
+        try await Python.require(module: "selenium", hint: "pip install selenium; apt-get install -y chromium chromium-driver")
+        let server = try await ChatServerProcess(db: try ChatPaths.tempDirectory().appendingPathComponent("chat.sqlite"),
+                                                 extraArguments: ChatHistoryTests.unthrottled)
+        defer { server.child.signal(SIGKILL) }
+        _ = try await ChatHistoryTests.post(120, into: "archive", url: server.wsURL, prefix: "h")
+        let browser = try ChildProcess(executable: URL(fileURLWithPath: "/usr/bin/env"),
+                                       arguments: ["python3", "-u", ChatPaths.peers.appendingPathComponent("browser_history.py").path,
+                                                   server.httpURL, "archive", "120", "h"])
+        defer { browser.signal(SIGKILL) }
+        let status = await browser.waitForExit(timeout: .seconds(240))
+        #expect(status == 0, """
+            browser check failed (exit \(status); 2 = headless Chromium could not start):
+            \(browser.stderrText.suffix(3000))
+            stdout: \(browser.lines)
+            """)
+        #expect(browser.lines.contains { $0.hasPrefix("ok: 120 messages in 2 pages") })
+        #expect(await server.stop() == 0)
+    }
+
     #if JWTSupport
     /// The page with `#token=…` against `--jwt-secret-file` (Peers/browser_token.py): the
     /// fragment leaves the address bar, the join takes the token's name, and one in-band refresh

@@ -20,6 +20,27 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
     private var counted = true
     /// The request is complete and `authenticate` is running.
     private var authenticating = false
+    /// A plain HTTP request's body being read for ``WebSocketServer/handleHTTP(_:)``.
+    private var body: PendingBody?
+    /// The ``WebSocketServer/handleHTTP(_:)`` handler is running (cancelled at the timeout).
+    private var httpTask: Task<Void, Never>?
+    /// A body refused as too large is being read and dropped after the `413` (lingering
+    /// close): how many more of its bytes the client still owes.
+    private var draining: Int?
+
+    /// How much of a body refused as too large is read and dropped after the `413`, so that a
+    /// client still sending it reads the answer instead of a connection reset (closing a socket
+    /// with unread bytes makes the kernel send a reset, which can destroy the answer before the
+    /// client reads it). The socket closes once the announced body is in, at this many bytes,
+    /// when the client closes, or at the handshake timeout, whichever comes first.
+    static let drainLimit = 1 << 20
+
+    /// A plain HTTP request whose body is still arriving.
+    private struct PendingBody {
+        let head: HTTPRequestHead
+        var reader: HTTPBodyReader
+        let handler: @Sendable (HTTPRequest) async -> HTTPResponse?
+    }
 
     /// The peer's address, for ``WebSocketUpgradeRequest/remoteAddress``.
     private let remote: SocketAddress
@@ -36,8 +57,23 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         channel.delegate = self
         timer = channel.loop.schedule(after: server.configuration.connection.handshakeTimeout) { [self] in
             guard !done else { return }
+            if draining != nil {
+                draining = nil
+                channel.closeAfterFlush(linger: server.configuration.connection.handshakeTimeout)
+                finish()
+                return
+            }
             server.logger.debug("handshake timed out")
-            if authenticating {
+            if let task = httpTask {
+                httpTask = nil
+                task.cancel()
+                reject(HTTPResponse.error(status: 503, message: "the request handler timed out", type: .overloaded,
+                                          code: "timeout"), reason: nil)
+            } else if body != nil {
+                body = nil
+                reject(HTTPResponse.error(status: 408, message: "request body not received in time",
+                                          type: .invalidRequest, code: "timeout"), reason: nil)
+            } else if authenticating {
                 reject(HTTPResponse.error(status: 503, message: "authentication timed out", type: .overloaded,
                                           code: "timeout"), reason: .authentication)
             } else {
@@ -66,6 +102,16 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
 
     func channelRead(_ bytes: UnsafeRawBufferPointer) {
         guard !done else { return }
+        if body != nil {
+            receiveBody(bytes)
+            return
+        }
+        if let budget = draining {
+            let left = budget - bytes.count
+            draining = left
+            if left <= 0 { endDrain() }
+            return
+        }
         let result: HTTPParseResult<HTTPRequestHead>
         do {
             result = try parser.parse(bytes)
@@ -98,10 +144,14 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         }
         switch kind {
         case .plainHTTP(let head):
-            let response = server.httpHandler?(head)
-                ?? HTTPResponse.error(status: 404, message: "no route for \(head.path)", type: .notFound,
-                                      code: "not_found")
-            reject(response, reason: nil)  // a plain HTTP answer, not a refused upgrade
+            switch server.httpHandler {
+            case .request(let handler):
+                readBody(of: head, leftover: leftover, handler: handler)
+            case .head(let handler):
+                reject(handler(head) ?? Self.notFound(head), reason: nil)  // a plain HTTP answer, not a refused upgrade
+            case nil:
+                reject(Self.notFound(head), reason: nil)
+            }
         case .upgrade(let parsed):
             var request = parsed
             request.clientCertificate = channel.tlsPeerCertificate
@@ -137,6 +187,84 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
                         reject(response, reason: .authentication)
                     }
                 }
+            }
+        }
+    }
+
+    private static func notFound(_ head: HTTPRequestHead) -> HTTPResponse {
+        HTTPResponse.error(status: 404, message: "no route for \(head.path)", type: .notFound, code: "not_found")
+    }
+
+    // MARK: Plain HTTP with a body (handleHTTP)
+
+    /// Decides the body's framing, takes what of it came with the head, and either runs the
+    /// handler (body complete) or reads on until it is, within the handshake timer.
+    private func readBody(of head: HTTPRequestHead, leftover: [UInt8],
+                          handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse?) {
+        let framing: HTTPBodyFraming
+        do {
+            framing = try HTTPBodyFraming.decide(head, limit: server.configuration.maxHTTPBodySize)
+        } catch {
+            let owed = (HTTPBodyFraming.announcedLength(head) ?? Int.max) - leftover.count
+            if error == .bodyTooLarge, owed > 0 {
+                rejectDraining(error.response, owed: min(owed, Self.drainLimit))
+            } else {
+                reject(error.response, reason: nil)
+            }
+            return
+        }
+        guard case .length(let length) = framing else {
+            runHTTPHandler(handler, HTTPRequest(head: head))
+            return
+        }
+        var reader = HTTPBodyReader(length: length)
+        reader.append(leftover)  // bytes beyond the body are ignored: no keep-alive
+        guard !reader.isComplete else {
+            runHTTPHandler(handler, HTTPRequest(head: head, body: reader.body))
+            return
+        }
+        body = PendingBody(head: head, reader: reader, handler: handler)
+        if HTTPBodyFraming.expectsContinue(head) { channel.write(HTTPBodyFraming.continueResponse) }
+        channel.setReading(true)
+    }
+
+    /// Answers a body refused as too large, reads and drops the `owed` bytes the client still
+    /// sends (fewer if it closes first, or the handshake timer fires), then closes.
+    private func rejectDraining(_ response: HTTPResponse, owed: Int) {
+        channel.write(response.bytes)
+        draining = owed
+        channel.setReading(true)
+    }
+
+    private func endDrain() {
+        draining = nil
+        channel.closeAfterFlush(linger: server.configuration.connection.handshakeTimeout)
+        finish()
+    }
+
+    private func receiveBody(_ bytes: UnsafeRawBufferPointer) {
+        guard var pending = body else { return }
+        body = nil  // no copy-on-write of the reader's storage while it grows
+        pending.reader.append(bytes)
+        guard pending.reader.isComplete else {
+            body = pending
+            return
+        }
+        channel.setReading(false)
+        runHTTPHandler(pending.handler, HTTPRequest(head: pending.head, body: pending.reader.body))
+    }
+
+    /// Runs the handler on this loop (so it resumes here), answers and closes. The handshake
+    /// timer still runs: a handler that outlives it is cancelled and its answer dropped.
+    private func runHTTPHandler(_ handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse?,
+                                _ request: HTTPRequest) {
+        let loop = channel.loop
+        httpTask = Task(executorPreference: loop) { [self, request] in
+            let response = await handler(request)
+            loop.execute { [self] in
+                guard !done, httpTask != nil, !channel.isClosed else { return }
+                httpTask = nil
+                reject(response ?? Self.notFound(request.head), reason: nil)
             }
         }
     }
@@ -260,6 +388,11 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
     }
 
     func channelEOF() {
+        body = nil
+        if draining != nil {
+            endDrain()  // the answer may still be queued
+            return
+        }
         channel.close()
         finish()
     }

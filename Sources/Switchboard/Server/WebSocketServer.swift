@@ -44,7 +44,7 @@ public final class WebSocketServer: Sendable {
 
     private struct State {
         var routes: [String: WebSocketRoute] = [:]
-        var httpHandler: (@Sendable (HTTPRequestHead) -> HTTPResponse?)?
+        var httpHandler: HTTPHandler?
         var group: EventLoopGroup?
         var listener: Listener?
         var port: Int?
@@ -157,13 +157,41 @@ public final class WebSocketServer: Sendable {
         }
     }
 
-    /// Answers plain HTTP requests (no `Upgrade` header); return nil for `404`.
+    /// Answers plain HTTP requests (no `Upgrade` header) from their head alone, synchronously
+    /// on the event loop; return nil for `404`. The request's body, if any, is not read.
+    ///
+    /// Shares one slot with ``handleHTTP(_:)``: whichever was set last answers every plain
+    /// HTTP request.
     public func onHTTPRequest(_ handler: @escaping @Sendable (HTTPRequestHead) -> HTTPResponse?) {
-        state.withLock { $0.httpHandler = handler }
+        state.withLock { $0.httpHandler = .head(handler) }
+    }
+
+    /// Answers plain HTTP requests (no `Upgrade` header) asynchronously, with their body; return
+    /// nil for `404`.
+    ///
+    /// The body is read by `Content-Length` up to
+    /// ``WebSocketServerConfiguration/maxHTTPBodySize`` before the handler runs (rules in
+    /// `HTTPBodyFraming`): above it `413` (`body_too_large`), a `POST`/`PUT`/`PATCH` without a
+    /// length or any `Transfer-Encoding` (chunked bodies are not read) `411`
+    /// (`length_required`), a malformed or conflicting length `400` (`bad_request`); the
+    /// handler is not called then. `GET`, `HEAD`, `DELETE`, `OPTIONS` without a length have an
+    /// empty body. `Expect: 100-continue` is answered with `100 Continue`.
+    ///
+    /// ``WebSocketConfiguration/handshakeTimeout`` bounds the whole request, body and handler:
+    /// a body not complete by then gets `408` (`timeout`); a handler still running then gets
+    /// its socket answered `503` (`timeout`) and closed, its task cancelled and its late answer
+    /// dropped. The handler runs on the connection's event loop (like `authenticate`): do not
+    /// block in it. Every answer closes the connection (no keep-alive); the request counts
+    /// toward ``WebSocketServerConfiguration/maxConnections`` until then.
+    ///
+    /// Shares one slot with ``onHTTPRequest(_:)``: whichever was set last answers every plain
+    /// HTTP request.
+    public func handleHTTP(_ handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse?) {
+        state.withLock { $0.httpHandler = .request(handler) }
     }
 
     func route(for path: String) -> WebSocketRoute? { state.withLock { $0.routes[path] ?? $0.routes["*"] } }
-    var httpHandler: (@Sendable (HTTPRequestHead) -> HTTPResponse?)? { state.withLock { $0.httpHandler } }
+    var httpHandler: HTTPHandler? { state.withLock { $0.httpHandler } }
 
     // MARK: Lifecycle
 

@@ -10,6 +10,17 @@ public struct WebSocketServerConfiguration: Sendable {
     public var tls: TLSServerConfiguration?
     /// Bounds on the HTTP upgrade request (default 16 KiB of head, 100 header fields).
     public var httpLimits: HTTPParseLimits = .default
+    /// The largest body a plain HTTP request may carry to ``WebSocketServer/handleHTTP(_:)``
+    /// (default 16 KiB: JSON API calls such as posting a chat message are well under 1 KiB,
+    /// and the server holds the whole body in memory before the handler runs).
+    ///
+    /// The body is read by `Content-Length` only (see `HTTPBodyFraming`): a larger announced
+    /// length is answered `413` (`body_too_large`) before any body byte is read; a `POST`,
+    /// `PUT` or `PATCH` without a length, and any `Transfer-Encoding` (chunked bodies are not
+    /// read), get `411` (`length_required`); a malformed or conflicting length gets `400`.
+    /// The body must arrive within ``WebSocketConfiguration/handshakeTimeout`` (else `408`).
+    /// Not used by the synchronous ``WebSocketServer/onHTTPRequest(_:)``, which sees no body.
+    public var maxHTTPBodySize: Int = 16_384
     /// Limits and timeouts of each accepted connection (message size, buffers, close timeout,
     /// and ``WebSocketConfiguration/handshakeTimeout``, which cuts off slow upgrade requests).
     public var connection: WebSocketConfiguration = .default
