@@ -13,7 +13,7 @@ struct RedisTopicEmitterTests {
     /// A WebSocket client of `/sub?topic=` (``RedisTopicBackplaneTests/startServer(redis:queue:)``):
     /// every message it received after the server's `ready`, text or binary.
     final class MessageClient: @unchecked Sendable {
-        // Safety: `messages` is only touched under `lock`.
+        // Safety: `messages` and `ready` are only touched under `lock`.
         let adapter = SocketAdapter()
         private let lock = NSLock()
         private var messages: [WebSocketMessage] = []
