@@ -36,6 +36,35 @@ struct HistoryPage: Sendable {
     var next: Int64?
 }
 
+extension HistoryPage {
+    /// The page of `rows` (oldest first, up to `limit + 1` with an id below the page's
+    /// `before`): the newest `limit` of them, fewer when their text passes
+    /// ``ChatLimits/maxHistoryPageBytes`` (always one at least), with `next` set when rows
+    /// older than the page's oldest exist.
+    init(rows: [ServerEvent.Message], limit: Int) {
+        var kept: [ServerEvent.Message] = []
+        var bytes = 0
+        for message in rows.suffix(limit).reversed() {
+            bytes += Self.escapedSize(message.user) + Self.escapedSize(message.text)
+            if !kept.isEmpty && bytes > ChatLimits.maxHistoryPageBytes { break }
+            kept.append(message)
+        }
+        kept.reverse()
+        messages = kept
+        next = rows.count > kept.count ? kept.first?.id : nil
+    }
+
+    /// Bytes of `text` in JSON: control characters take up to six (`\u0001`), quotes and
+    /// backslashes two.
+    static func escapedSize(_ text: String) -> Int {
+        var size = 0
+        for byte in text.utf8 {
+            size += byte < 0x20 ? 6 : (byte == 0x22 || byte == 0x5C ? 2 : 1)
+        }
+        return size
+    }
+}
+
 /// Where a chat server keeps its rooms: who is in them, and their history. One process
 /// (``LocalChatBackend``: SQLite) or every process sharing a Redis (``RedisChatBackend``).
 protocol ChatBackend: Sendable {
@@ -99,9 +128,7 @@ struct LocalChatBackend: ChatBackend {
         let size = min(max(limit, 1), ChatLimits.maxHistoryPageSize)
         // One more than asked: whether an older page exists.
         let rows = try await store.messages(room: room, before: before, limit: size + 1)
-        let older = rows.count > size
-        let page = older ? Array(rows.suffix(size)) : rows
-        return HistoryPage(messages: page, next: older ? page.first?.id : nil)
+        return HistoryPage(rows: rows, limit: size)
     }
 
     func messages(room: String, after id: Int64) async throws -> (messages: [ServerEvent.Message], complete: Bool) {

@@ -280,9 +280,7 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         let rows = Self.messages(fromNewestFirst: reply, room: room)
         // The newest page (a join's history): this process has delivered up to its last id.
         if before == nil { noteSeen(room, rows) }
-        let older = rows.count > size
-        let page = older ? Array(rows.suffix(size)) : rows
-        return HistoryPage(messages: page, next: older ? page.first?.id : nil)
+        return HistoryPage(rows: rows, limit: size)
     }
 
     func messages(room: String, after id: Int64) async throws -> (messages: [ServerEvent.Message], complete: Bool) {

@@ -21,6 +21,12 @@ package enum ChatLimits {
     /// `limit`): one reply stays bounded (200 messages of at most 2,000 characters each) while
     /// paging back through thousands of messages takes few round trips.
     package static let maxHistoryPageSize = 200
+    /// Most bytes of message text (and user names) in one page of history, as JSON escapes them:
+    /// a text of 2,000 characters can take up to a line's 1 MiB (combining marks), so 200 of
+    /// them would make a reply of 200 MiB. A page stops before the message that would pass
+    /// this (it always holds one), and its `next` continues from there. 768 KiB leaves a page
+    /// under the 1 MiB line limit of Switchboard's clients.
+    package static let maxHistoryPageBytes = 768 * 1024
     /// The page size when a `history` command gives no `limit`: the size of the history that
     /// answers a `join`.
     package static let defaultHistoryPageSize = 50

@@ -311,6 +311,30 @@ struct ChatHistoryTests {
         #expect(try redis.command("GET", key).range(of: #"^\d+ \d+\s*$"#, options: .regularExpression) != nil)
     }
 
+    /// Texts of 2,000 characters can be large (combining marks): a page stops before the
+    /// message that would pass 768 KiB of text, and `next` continues from there, no gap.
+    @Test func largeMessagesMakeShorterPages() async throws {
+        let db = try ChatPaths.tempDirectory().appendingPathComponent("chat.sqlite")
+        let server = try await ChatServerProcess(db: db, extraArguments: Self.unthrottled)
+        defer { server.child.signal(SIGKILL) }
+        // 1,000 characters of 301 UTF-8 bytes each: two fit in a page, three do not.
+        let big = String(repeating: "e" + String(repeating: "\u{301}", count: 150), count: 1000)
+        #expect(big.count == 1000 && big.utf8.count == 301_000)
+        let writer = try await TestPeer.connect("writer", url: server.wsURL)
+        try await writer.send(.join(room: "big", user: "writer"))
+        try await writer.expect("join history") { $0.type == "history" }
+        var ids: [Int64] = []
+        for i in 0..<5 {
+            try await writer.send(.message(room: "big", text: "\(i)|" + big))
+            ids.append(try #require(try await writer.expect("big \(i)") { $0.type == "message" && $0.text?.hasPrefix("\(i)|") == true }.id))
+        }
+        let (messages, pages) = try await Self.pageBack(room: "big", url: server.wsURL, limit: 200)
+        #expect(messages.compactMap(\.id) == ids)
+        #expect(pages == 2)  // [3, 4] with the join, then [1, 2], then [0]
+        await writer.close()
+        #expect(await server.stop() == 0)
+    }
+
     /// The command goes through the connection's rate limit like every other line.
     @Test func historyIsRateLimited() async throws {
         let db = try ChatPaths.tempDirectory().appendingPathComponent("chat.sqlite")
