@@ -372,6 +372,42 @@ import SwitchboardCore
         }
     }
 
+    /// The same over TLS: the body is read from decrypted records, and the drained `413` works
+    /// there too.
+    @Test func pythonURLLibPostsOverTLS() async throws {
+        let pki = try TestPKI.get()
+        let seen = Seen()
+        try await Self.withBodyServer({
+            $0.tls = TLSServerConfiguration(certificateChainFile: pki.serverCertificate, privateKeyFile: pki.serverKey)
+        }, handler: seen.echo) { _, port in
+            let script = """
+                import json, ssl, sys, urllib.request, urllib.error
+                ctx = ssl.create_default_context(cafile=sys.argv[2])
+                base = "https://localhost:%s" % sys.argv[1]
+                body = b"0123456789" * 1000
+                req = urllib.request.Request(base + "/echo", data=body, method="PUT")
+                with urllib.request.urlopen(req, timeout=60, context=ctx) as r:
+                    print(json.dumps({"status": r.status, "same": r.read() == body}))
+                try:
+                    urllib.request.urlopen(urllib.request.Request(base + "/echo", data=b"y" * (1 << 20), method="POST"),
+                                           timeout=60, context=ctx)
+                    print(json.dumps({"huge": "accepted"}))
+                except urllib.error.HTTPError as e:
+                    print(json.dumps({"huge": e.code}))
+                """
+            let output = try await Self.runPython(script, [String(port), pki.caCertificate])
+            let lines = output.split(separator: "\n").compactMap {
+                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }
+            #expect(lines.first?["status"] as? Int == 200, "\(output)")
+            #expect(lines.first?["same"] as? Bool == true, "\(output)")
+            #expect(lines.last?["huge"] as? Int == 413, "\(output)")
+            #expect(seen.all.first?.head.method == "PUT")
+            #expect(seen.all.first?.body.count == 10_000)
+            #expect(seen.count == 1)
+        }
+    }
+
     /// Runs `python3 -c script args…` and returns its standard output (standard error is
     /// appended when it fails).
     static func runPython(_ script: String, _ arguments: [String]) async throws -> String {
