@@ -313,7 +313,9 @@ import SwitchboardCore
     @Test func severalHundredConcurrentPostsAreAllAnswered() async throws {
         let count = 300
         let barrier = ArrivalBarrier(count: count)
-        try await Self.withBodyServer(handler: { request in
+        // The first request waits in its handler for the last: a timeout with room for a slow
+        // (ThreadSanitizer, loaded) machine to connect them all.
+        try await Self.withBodyServer({ $0.connection.handshakeTimeout = .seconds(120) }, handler: { request in
             await barrier.arrive()
             return HTTPResponse(status: 200, body: request.body)
         }) { _, port in
@@ -329,6 +331,30 @@ import SwitchboardCore
                 #expect(reply.status == 200, "\(index): \(reply.bodyText)")
                 #expect(reply.bodyText == "request \(index)")
             }
+        }
+    }
+
+    /// Clients that announce a body and stall hold their places in `maxConnections` until
+    /// they are answered or gone, like a slow upgrade request; more of them are refused.
+    @Test func stalledBodiesCountTowardMaxConnections() async throws {
+        let seen = Seen()
+        try await Self.withBodyServer({ $0.maxConnections = 3 }, handler: seen.echo) { server, port in
+            let refused = try await onServerTestThread {
+                let stalled = try (0..<3).map { _ in try ServerRawSocket(port: port) }
+                for socket in stalled {
+                    try socket.send("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n0123456789")
+                }
+                let extra = try ServerRawSocket(port: port)
+                try extra.send(Self.post(body: Array("x".utf8)))
+                let reply = try extra.readHTTPResponse()
+                for socket in stalled { socket.close() }  // gone: their places free up
+                return reply
+            }
+            Self.checkError(refused, status: 503, "beyond maxConnections")
+            #expect(await serverEventually { server.counters.sockets.load(ordering: .relaxed) == 0 })
+            let after = try await Self.exchange(port: port, [Self.post(body: Array("x".utf8))])
+            #expect(after.status == 200)
+            #expect(seen.count == 1)
         }
     }
 
