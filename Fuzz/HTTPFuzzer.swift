@@ -1,4 +1,5 @@
-// libFuzzer target: the bounded HTTP head parsers and the handshake checks on top of them.
+// libFuzzer target: the bounded HTTP head parsers, the handshake checks on top of them, and the
+// plain-HTTP body framing and reader (HTTPBodyFraming, HTTPBodyReader) after the head.
 
 func httpFuzz(_ bytes: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let data = UnsafeRawBufferPointer(start: bytes, count: size)
@@ -9,7 +10,12 @@ func httpFuzz(_ bytes: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
         var response = HTTPResponseParser(limits: limits)
         var requestDone = false, responseDone = false
         var summary = "", responseSummary = ""
+        var body: HTTPBodyReader?
         for chunk in chunks {
+            if var reader = body {
+                reader.append(chunk)
+                body = reader
+            }
             if !requestDone {
                 do {
                     switch try request.parse(chunk) {
@@ -22,6 +28,18 @@ func httpFuzz(_ bytes: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
                             _ = try? WebSocketServerHandshake.acceptResponse(for: up, subprotocol: up.subprotocols.first)
                         }
                         _ = head.queryItems
+                        do {
+                            switch try HTTPBodyFraming.decide(head, limit: 1024) {
+                            case .none: summary += "nobody"
+                            case .length(let length):
+                                if length < 0 || length > 1024 { fatalError("framing beyond the limit: \(length)") }
+                                var reader = HTTPBodyReader(length: length)
+                                reader.append(chunk[consumed...])
+                                body = reader
+                            }
+                        } catch {
+                            summary += "bodyerr(\(String(describing: error)))"
+                        }
                     }
                 } catch {
                     requestDone = true
@@ -44,6 +62,10 @@ func httpFuzz(_ bytes: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
                     responseSummary += "resperr"
                 }
             }
+        }
+        if let body {
+            if body.body.count > body.length { fatalError("kept more than the body") }
+            summary += "body(\(body.length) \(body.isComplete) \(body.body.reduce(0) { ($0 &* 31) &+ Int($1) }))"
         }
         summary += "|" + responseSummary
         if let reference {

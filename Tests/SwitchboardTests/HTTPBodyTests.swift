@@ -313,7 +313,9 @@ import SwitchboardCore
     @Test func severalHundredConcurrentPostsAreAllAnswered() async throws {
         let count = 300
         let barrier = ArrivalBarrier(count: count)
-        try await Self.withBodyServer(handler: { request in
+        // The first request waits in its handler for the last: a timeout with room for a slow
+        // (ThreadSanitizer, loaded) machine to connect them all.
+        try await Self.withBodyServer({ $0.connection.handshakeTimeout = .seconds(120) }, handler: { request in
             await barrier.arrive()
             return HTTPResponse(status: 200, body: request.body)
         }) { _, port in
@@ -329,6 +331,30 @@ import SwitchboardCore
                 #expect(reply.status == 200, "\(index): \(reply.bodyText)")
                 #expect(reply.bodyText == "request \(index)")
             }
+        }
+    }
+
+    /// Clients that announce a body and stall hold their places in `maxConnections` until
+    /// they are answered or gone, like a slow upgrade request; more of them are refused.
+    @Test func stalledBodiesCountTowardMaxConnections() async throws {
+        let seen = Seen()
+        try await Self.withBodyServer({ $0.maxConnections = 3 }, handler: seen.echo) { server, port in
+            let refused = try await onServerTestThread {
+                let stalled = try (0..<3).map { _ in try ServerRawSocket(port: port) }
+                for socket in stalled {
+                    try socket.send("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n0123456789")
+                }
+                let extra = try ServerRawSocket(port: port)
+                try extra.send(Self.post(body: Array("x".utf8)))
+                let reply = try extra.readHTTPResponse()
+                for socket in stalled { socket.close() }  // gone: their places free up
+                return reply
+            }
+            Self.checkError(refused, status: 503, "beyond maxConnections")
+            #expect(await serverEventually { server.counters.sockets.load(ordering: .relaxed) == 0 })
+            let after = try await Self.exchange(port: port, [Self.post(body: Array("x".utf8))])
+            #expect(after.status == 200)
+            #expect(seen.count == 1)
         }
     }
 
@@ -368,6 +394,42 @@ import SwitchboardCore
             // 1 MiB sent whole after the head: a 413, not a reset in the middle of the upload.
             #expect(lines.last?["huge"] as? Int == 413, "\(output)")
             #expect(seen.all.first?.head.headers["Content-Type"] == "application/json")
+            #expect(seen.count == 1)
+        }
+    }
+
+    /// The same over TLS: the body is read from decrypted records, and the drained `413` works
+    /// there too.
+    @Test func pythonURLLibPostsOverTLS() async throws {
+        let pki = try TestPKI.get()
+        let seen = Seen()
+        try await Self.withBodyServer({
+            $0.tls = TLSServerConfiguration(certificateChainFile: pki.serverCertificate, privateKeyFile: pki.serverKey)
+        }, handler: seen.echo) { _, port in
+            let script = """
+                import json, ssl, sys, urllib.request, urllib.error
+                ctx = ssl.create_default_context(cafile=sys.argv[2])
+                base = "https://localhost:%s" % sys.argv[1]
+                body = b"0123456789" * 1000
+                req = urllib.request.Request(base + "/echo", data=body, method="PUT")
+                with urllib.request.urlopen(req, timeout=60, context=ctx) as r:
+                    print(json.dumps({"status": r.status, "same": r.read() == body}))
+                try:
+                    urllib.request.urlopen(urllib.request.Request(base + "/echo", data=b"y" * (1 << 20), method="POST"),
+                                           timeout=60, context=ctx)
+                    print(json.dumps({"huge": "accepted"}))
+                except urllib.error.HTTPError as e:
+                    print(json.dumps({"huge": e.code}))
+                """
+            let output = try await Self.runPython(script, [String(port), pki.caCertificate])
+            let lines = output.split(separator: "\n").compactMap {
+                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }
+            #expect(lines.first?["status"] as? Int == 200, "\(output)")
+            #expect(lines.first?["same"] as? Bool == true, "\(output)")
+            #expect(lines.last?["huge"] as? Int == 413, "\(output)")
+            #expect(seen.all.first?.head.method == "PUT")
+            #expect(seen.all.first?.body.count == 10_000)
             #expect(seen.count == 1)
         }
     }

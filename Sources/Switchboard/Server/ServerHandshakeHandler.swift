@@ -144,11 +144,12 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         }
         switch kind {
         case .plainHTTP(let head):
+            // Plain HTTP answers (reason nil) are not counted as refused upgrades.
             switch server.httpHandler {
             case .request(let handler):
                 readBody(of: head, leftover: leftover, handler: handler)
             case .head(let handler):
-                reject(handler(head) ?? Self.notFound(head), reason: nil)  // a plain HTTP answer, not a refused upgrade
+                reject(handler(head) ?? Self.notFound(head), reason: nil)
             case nil:
                 reject(Self.notFound(head), reason: nil)
             }
