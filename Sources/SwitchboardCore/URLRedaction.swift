@@ -3,7 +3,7 @@
 ///
 /// A query value is a secret when its name, percent-decoded and compared case-insensitively, is
 /// one of `token`, `access_token`, `api_key`, `key`, `password`, `secret`, `auth`, or contains
-/// `token` (`refresh_token`, `tokenId`). Such values print as `<redacted>`; all other values
+/// `token` (`refresh_token`, `tokenId`) or `password` (`sentinelPassword` of a Redis Sentinel URL). Such values print as `<redacted>`; all other values
 /// (e.g. `session_id`) stay visible. The password of user info (`user:password@host`) is a
 /// secret too.
 ///
@@ -21,7 +21,7 @@ public enum URLRedaction {
     /// Whether the value of the query item `name` is a secret. `name` may be percent-encoded.
     public static func isSecretQueryName(_ name: String) -> Bool {
         let decoded = HTTPSyntax.asciiLowercased(HTTPRequestHead.percentDecode(Substring(name).utf8))
-        return secretNames.contains(decoded) || decoded.contains("token")
+        return secretNames.contains(decoded) || decoded.contains("token") || decoded.contains("password")
     }
 
     /// `url` (a full URL, or a request target such as `/path?a=1`) with the value of every secret

@@ -90,6 +90,19 @@ public final class RedisClient: Sendable {
         }
     }
 
+    /// The server the connection is up to now, nil while disconnected. For a Sentinel URL, the
+    /// master the sentinels named and whose `ROLE` said `master` when connecting; to ask that
+    /// master about its replicas, send `ROLE` or `INFO replication` (the chat-room's health check
+    /// does).
+    public var serverAddress: RedisURL.Address? {
+        get async {
+            let core = core
+            return await withCheckedContinuation { c in
+                core.link.loop.execute { c.resume(returning: core.link.isUp ? core.link.address : nil) }
+            }
+        }
+    }
+
     /// Closes the connection; waiting commands fail with `.closed`. The client cannot be reused.
     public func close() async {
         let core = core

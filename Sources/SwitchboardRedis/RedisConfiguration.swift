@@ -23,6 +23,10 @@ public struct RedisConfiguration: Sendable {
     /// TLS for `rediss://` URLs: verification of the chain and of the host name (SNI sent) with
     /// the system's trust store by default, and no ALPN. Ignored for `redis://`.
     public var tls = TLSConfiguration(alpnProtocols: [])
+    /// Limit for a sentinel's answer to `SENTINEL get-master-addr-by-name` (after
+    /// ``connectTimeout`` for its connection); beyond it the next sentinel is asked. Sentinels
+    /// answer from memory at once: the default, 2 s, only allows for a loaded machine.
+    public var sentinelTimeout: Duration = .seconds(2)
     /// `CLIENT SETNAME` value sent after connecting, when set (shows in `CLIENT LIST`).
     public var clientName: String?
 

@@ -15,6 +15,13 @@ protocol RedisLinkOwner: AnyObject {
 /// One Redis connection kept open: connects (TCP, TLS for `rediss`), sends `AUTH`, `SELECT`
 /// and `CLIENT SETNAME`, parses replies, and reconnects with exponential backoff and jitter
 /// after a failure. Loop-confined: every method runs on ``loop``.
+///
+/// With a Sentinel URL (``RedisURL/sentinels``), every connection attempt first asks the
+/// sentinels for the master's address (``RedisSentinelDiscovery``), so a reconnection never
+/// goes blindly to the old address, and checks with `ROLE` (after the handshake) that the server
+/// is the master; a ``RedisSentinelWatcher`` (a pub/sub connection to one sentinel at a time)
+/// hears `+switch-master` and moves the link at once. A link of role `.sentinel` is that
+/// watcher's connection: it goes to the sentinels in turn.
 final class RedisLink: @unchecked Sendable {
     // Safety: every member is touched only on `loop`'s thread.
     let loop: EventLoop
@@ -22,6 +29,25 @@ final class RedisLink: @unchecked Sendable {
     let configuration: RedisConfiguration
     let logger: Logger
     weak var owner: RedisLinkOwner?
+
+    /// What the link connects to.
+    enum Role {
+        /// The URL's server, or, for a Sentinel URL, the master the sentinels name.
+        case server
+        /// The URL's sentinels, in turn (one per attempt).
+        case sentinel
+    }
+    let role: Role
+    /// The server of the current connection (set when connected, nil when down).
+    private(set) var address: RedisURL.Address?
+    /// The sentinel to ask first (the last one that answered), or to connect to next.
+    private var nextSentinel = 0
+    /// Incremented by each connection attempt: a late result of an abandoned one is dropped.
+    private var attempt = 0
+    /// Whether the last handshake reply due is `ROLE`'s (to a master found through sentinels).
+    private var roleCheckPending = false
+    /// Follows `+switch-master` for a `.server` link of a Sentinel URL (started with it).
+    private var watcher: RedisSentinelWatcher?
 
     private enum State {
         case idle
@@ -38,11 +64,12 @@ final class RedisLink: @unchecked Sendable {
     private var everConnected = false
     private var random = SystemRandomNumberGenerator()
 
-    init(loop: EventLoop, url: RedisURL, configuration: RedisConfiguration, logger: Logger) {
+    init(loop: EventLoop, url: RedisURL, configuration: RedisConfiguration, logger: Logger, role: Role = .server) {
         self.loop = loop
         self.url = url
         self.configuration = configuration
         self.logger = logger
+        self.role = role
         parser = RESPParser(limits: configuration.parseLimits)
     }
 
@@ -58,6 +85,41 @@ final class RedisLink: @unchecked Sendable {
     /// Starts connecting if idle (a no-op otherwise).
     func start() {
         guard case .idle = state else { return }
+        if role == .server, let sentinels = url.sentinels {
+            let watcher = RedisSentinelWatcher(loop: loop, url: url, configuration: configuration, logger: logger,
+                                               masterName: sentinels.masterName)
+            watcher.onSwitch = { [weak self] address in self?.masterSwitched(to: address) }
+            self.watcher = watcher
+            watcher.start()
+        }
+        connect()
+    }
+
+    /// The sentinels announced a new master: leave the current one (unless it is that one) and
+    /// connect again now, without waiting for the backoff.
+    private func masterSwitched(to newMaster: RedisURL.Address) {
+        switch state {
+        case .up, .handshaking:
+            guard address != newMaster else { return }
+            logger.info("the sentinels moved the Redis master", metadata: ["redis": "\(url)", "master": "\(newMaster)"])
+            fail(RedisError(kind: .connectionLost,
+                            message: "the sentinels moved master \(url.sentinels?.masterName ?? "") to \(newMaster)"))
+            reconnectNow()
+        case .waiting, .connecting:
+            reconnectNow()
+        case .idle, .closed:
+            break
+        }
+    }
+
+    /// Abandons a wait or an attempt in progress and connects now (backoff reset).
+    private func reconnectNow() {
+        switch state {
+        case .waiting(let timer): timer.cancel()
+        case .connecting(let task): task.cancel()
+        default: return
+        }
+        failures = 0
         connect()
     }
 
@@ -81,6 +143,8 @@ final class RedisLink: @unchecked Sendable {
 
     /// Closes for good (queued bytes are written first, briefly).
     func close() {
+        watcher?.close()
+        watcher = nil
         switch state {
         case .connecting(let task): task.cancel()
         case .handshaking(let c, _), .up(let c): c.close()
@@ -92,24 +156,69 @@ final class RedisLink: @unchecked Sendable {
 
     private func connect() {
         let url = url, configuration = configuration, loop = loop
+        attempt &+= 1
+        let thisAttempt = attempt
         weak let weakSelf = self
+        enum Target { case fixed(RedisURL.Address), discover(RedisURL.Sentinels, first: Int) }
+        let target: Target
+        if let sentinels = url.sentinels, !sentinels.addresses.isEmpty {
+            if role == .sentinel {
+                let index = nextSentinel % sentinels.addresses.count
+                nextSentinel = index + 1
+                target = .fixed(sentinels.addresses[index])
+            } else {
+                target = .discover(sentinels, first: nextSentinel)
+            }
+        } else if url.sentinels != nil {
+            target = .fixed(RedisURL.Address(host: "", port: url.port))  // fails below: no sentinels
+        } else {
+            target = .fixed(RedisURL.Address(host: url.host, port: url.port))
+        }
+        let sentinelTarget = role == .sentinel
         let task = Task {
+            let address: RedisURL.Address
+            let answered: Int?
+            switch target {
+            case .fixed(let fixed):
+                address = fixed
+                answered = nil
+            case .discover(let sentinels, let first):
+                switch await RedisSentinelDiscovery.master(of: sentinels, firstAsked: first, useTLS: url.useTLS,
+                                                           configuration: configuration, loop: loop) {
+                case .success(let found):
+                    address = found.master
+                    answered = found.sentinel
+                case .failure(let error):
+                    loop.execute {
+                        guard let self = weakSelf, self.attempt == thisAttempt, case .connecting = self.state else { return }
+                        self.down(error)
+                    }
+                    return
+                }
+            }
             do {
+                guard !address.host.isEmpty else {
+                    throw SwitchboardError(kind: .invalidArgument, message: "the Sentinel URL lists no sentinel")
+                }
                 let connection = try await StreamConnection.connect(
-                    host: url.host, port: url.port, tls: url.useTLS ? configuration.tls : nil,
+                    host: address.host, port: address.port, tls: url.useTLS ? configuration.tls : nil,
                     timeout: configuration.connectTimeout, outboundLimit: configuration.maximumOutboundBytes, on: loop)
                 loop.execute {
-                    guard let self = weakSelf, case .connecting = self.state else {
+                    guard let self = weakSelf, self.attempt == thisAttempt, case .connecting = self.state else {
                         connection.close(linger: .zero)
                         return
                     }
-                    self.connected(connection)
+                    if let answered { self.nextSentinel = answered }
+                    self.connected(connection, to: address)
                 }
             } catch {
                 let e = error as? SwitchboardError ?? SwitchboardError(kind: .cancelled, message: "cancelled")
+                let what = url.sentinels == nil ? "Redis at \(url)"
+                    : sentinelTarget ? "the sentinel at \(address) of \(url)"
+                    : "the Redis master at \(address) named by the sentinels of \(url)"
                 loop.execute {
-                    guard let self = weakSelf, case .connecting = self.state else { return }
-                    self.down(RedisError(kind: .unavailable, message: "cannot connect to Redis at \(url): \(e.message)",
+                    guard let self = weakSelf, self.attempt == thisAttempt, case .connecting = self.state else { return }
+                    self.down(RedisError(kind: .unavailable, message: "cannot connect to \(what): \(e.message)",
                                          underlying: e))
                 }
             }
@@ -117,27 +226,38 @@ final class RedisLink: @unchecked Sendable {
         state = .connecting(task)
     }
 
-    private func connected(_ connection: StreamConnection) {
+    private func connected(_ connection: StreamConnection, to address: RedisURL.Address) {
+        self.address = address
         parser = RESPParser(limits: configuration.parseLimits)
         connection.onRead = { [unowned self] bytes in received(bytes) }
         connection.onClose = { [unowned self] error in
             down(RedisError(kind: .connectionLost,
-                            message: "connection to Redis at \(url) \(error.map { "failed: \($0.message)" } ?? "closed by the server")",
+                            message: "connection to Redis at \(address) (\(url)) \(error.map { "failed: \($0.message)" } ?? "closed by the server")",
                             underlying: error))
         }
         var handshake: [UInt8] = []
         var replies = 0
-        if let password = url.password {
-            let args = [Array("AUTH".utf8)] + (url.username.map { [Array($0.utf8)] } ?? []) + [Array(password.utf8)]
+        let toSentinel = role == .sentinel
+        let (username, password) = toSentinel ? (url.sentinels?.username, url.sentinels?.password)
+                                              : (url.username, url.password)
+        if let password {
+            let args = [Array("AUTH".utf8)] + (username.map { [Array($0.utf8)] } ?? []) + [Array(password.utf8)]
             RESPEncoder.append(command: args, to: &handshake)
             replies += 1
         }
-        if url.database != 0 {
+        if url.database != 0 && !toSentinel {
             RESPEncoder.append(command: [Array("SELECT".utf8), Array(String(url.database).utf8)], to: &handshake)
             replies += 1
         }
-        if let name = configuration.clientName {
+        if let name = configuration.clientName, !toSentinel {
             RESPEncoder.append(command: [Array("CLIENT".utf8), Array("SETNAME".utf8), Array(name.utf8)], to: &handshake)
+            replies += 1
+        }
+        // A master named by the sentinels may have been demoted since: `ROLE` says (last, so
+        // that its reply is the last one due).
+        roleCheckPending = !toSentinel && url.sentinels != nil
+        if roleCheckPending {
+            RESPEncoder.append(command: [Array("ROLE".utf8)], to: &handshake)
             replies += 1
         }
         if replies == 0 {
@@ -153,7 +273,8 @@ final class RedisLink: @unchecked Sendable {
         failures = 0
         let reconnected = everConnected
         everConnected = true
-        logger.info("connected to Redis", metadata: ["redis": "\(url)", "reconnected": "\(reconnected)"])
+        logger.info("connected to Redis", metadata: ["redis": "\(url)", "server": "\(address.map(\.description) ?? "")",
+                                                     "reconnected": "\(reconnected)"])
         owner?.linkUp(reconnected: reconnected)
     }
 
@@ -170,7 +291,16 @@ final class RedisLink: @unchecked Sendable {
             guard let value else { return }
             switch state {
             case .handshaking(let connection, let due):
-                if case .error(let message) = value {
+                if due == 1 && roleCheckPending {
+                    roleCheckPending = false
+                    guard case .array(let items) = value, let role = items.first?.string, role == "master" else {
+                        let said = if case .array(let items) = value { items.first?.string ?? "?" } else { "?" }
+                        fail(RedisError(kind: .unavailable,
+                                        message: "Redis at \(address.map(\.description) ?? "?") is not the master "
+                                            + "\(url.sentinels?.masterName ?? "") (ROLE: \(said.prefix(32))); asking the sentinels again"))
+                        return
+                    }
+                } else if case .error(let message) = value {
                     fail(RedisError(kind: .authentication, message: "Redis at \(url) refused the connection: \(message)"))
                     return
                 }
@@ -194,6 +324,8 @@ final class RedisLink: @unchecked Sendable {
         default:
             break
         }
+        address = nil
+        roleCheckPending = false
         failures += 1
         let delay = backoff()
         logger.warning("Redis connection down", metadata: ["redis": "\(url)", "error": "\(error.message)",

@@ -4,7 +4,7 @@ import SwitchboardCore
 @Suite("URL redaction")
 struct URLRedactionTests {
     @Test(arguments: ["token", "TOKEN", "access_token", "api_key", "API_KEY", "key", "password", "secret", "auth",
-                      "refresh_token", "tokenId", "x-Token-y", "%74oken", "api%5Fkey"])
+                      "refresh_token", "tokenId", "x-Token-y", "%74oken", "api%5Fkey", "sentinelPassword", "db_password"])
     func secretNames(_ name: String) {
         #expect(URLRedaction.isSecretQueryName(name))
     }

@@ -44,6 +44,10 @@ package final class RedisServerProcess: @unchecked Sendable {
     package let tls: TLSFiles?
     /// The server's working folder (`--dir`), which holds `redis.log`.
     package let directory: URL
+    /// The configuration file given first on the command line (a sentinel's), if any.
+    package let configurationFile: String?
+    /// Arguments after the usual ones (`--replicaof …`, `--sentinel`).
+    package let extraArguments: [String]
 
     private let running: TestLock<Running?>
 
@@ -70,10 +74,14 @@ package final class RedisServerProcess: @unchecked Sendable {
     package var pid: Int32? { running.withLock { $0?.process.processIdentifier } }
 
     /// Starts a server and waits until it answers `PING`. With `password` it requires `AUTH`;
-    /// with `tls` it listens with TLS only.
-    package init(password: String? = nil, tls: TLSFiles? = nil) async throws {
+    /// with `tls` it listens with TLS only. `configurationFile` (an absolute path) comes first
+    /// on the command line and `arguments` last: a sentinel is
+    /// `RedisServerProcess(configurationFile: "/…/sentinel.conf", arguments: ["--sentinel"])`.
+    package init(password: String? = nil, tls: TLSFiles? = nil, configurationFile: String? = nil,
+                 arguments: [String] = []) async throws {
         let directory = try TestTemporaryDirectory.make(prefix: "switchboard-redis")
-        let settings = Settings(password: password, tls: tls, directory: directory)
+        let settings = Settings(password: password, tls: tls, directory: directory,
+                                configurationFile: configurationFile, extra: arguments)
         let deadline = ContinuousClock.now + Self.readyTimeout
         var attempt = 0
         var server: (port: Int, started: Running)?
@@ -93,6 +101,8 @@ package final class RedisServerProcess: @unchecked Sendable {
         self.password = password
         self.tls = tls
         self.directory = directory
+        self.configurationFile = configurationFile
+        extraArguments = arguments
     }
 
     /// Stops the server (SIGKILL: nothing is persisted anyway) and waits until it exited. Idempotent.
@@ -119,7 +129,8 @@ package final class RedisServerProcess: @unchecked Sendable {
     /// settings; without persistence, every key is gone. Waits until it answers `PING`.
     package func restart() async throws {
         await stop()
-        let settings = Settings(password: password, tls: tls, directory: directory)
+        let settings = Settings(password: password, tls: tls, directory: directory,
+                                configurationFile: configurationFile, extra: extraArguments)
         let deadline = ContinuousClock.now + Self.readyTimeout
         while true {
             if let started = try await Self.start(settings, port: port, deadline: deadline) {
@@ -166,6 +177,8 @@ package final class RedisServerProcess: @unchecked Sendable {
         var password: String?
         var tls: TLSFiles?
         var directory: URL
+        var configurationFile: String?
+        var extra: [String]
     }
 
     /// A started server: `redis-server` (exec'd by the wrapper, same pid) and the pipe whose
@@ -201,7 +214,7 @@ package final class RedisServerProcess: @unchecked Sendable {
         """
 
     private static func arguments(_ settings: Settings, port: Int) -> [String] {
-        var arguments = ["--bind", "127.0.0.1", "--daemonize", "no",
+        var arguments = (settings.configurationFile.map { [$0] } ?? []) + ["--bind", "127.0.0.1", "--daemonize", "no",
                          "--save", "", "--appendonly", "no",
                          "--dir", settings.directory.path,
                          "--logfile", settings.directory.appendingPathComponent("redis.log").path,
@@ -214,7 +227,7 @@ package final class RedisServerProcess: @unchecked Sendable {
             arguments += ["--port", String(port)]
         }
         if let password = settings.password { arguments += ["--requirepass", password] }
-        return arguments
+        return arguments + settings.extra
     }
 
     /// Launches a server on `port` and waits until it answers; nil if the port was taken.

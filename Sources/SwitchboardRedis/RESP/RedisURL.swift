@@ -4,20 +4,72 @@ import SwitchboardCore
 #endif
 
 /// Where a Redis server is: `redis://[[username][:password]@]host[:port][/database]`, or
-/// `rediss://…` for TLS. Its `description`, `debugDescription` and mirror never show the password.
+/// `rediss://…` for TLS; or where the sentinels of a Sentinel-managed Redis are:
+/// `redis-sentinel://[[username][:password]@]host[:port][,host[:port]…]/MASTER_NAME[/database]`
+/// (`rediss-sentinel://…`: TLS to the sentinels and to the master), optionally followed by
+/// `?sentinelPassword=…` (and `&sentinelUsername=…`) when the sentinels require `AUTH` of
+/// their own. Its `description`, `debugDescription` and mirror never show a password.
 public struct RedisURL: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
-    /// Host name or IP address (IPv6 without brackets).
+    /// A host and a TCP port.
+    public struct Address: Sendable, Hashable, CustomStringConvertible {
+        /// Host name or IP address (IPv6 without brackets).
+        public var host: String
+        /// TCP port.
+        public var port: Int
+
+        /// An address from its parts.
+        public init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+
+        /// `host:port`, with an IPv6 host in brackets.
+        public var description: String { "\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+    }
+
+    /// A Sentinel-managed deployment: the sentinels to ask, in order, for the address of the
+    /// master called ``masterName``, and the credentials the sentinels themselves require (often
+    /// none, or not those of the master).
+    public struct Sentinels: Sendable, Equatable {
+        /// The sentinels (default port 26379), asked in turn; at least one.
+        public var addresses: [Address]
+        /// The master's name in the sentinels' configuration (`sentinel monitor NAME …`).
+        public var masterName: String
+        /// ACL user name for the sentinels (`sentinelUsername=`); nil for the default user.
+        public var username: String?
+        /// Password for the sentinels (`sentinelPassword=`), sent with `AUTH`; nil when they
+        /// require none. The master's password is the URL's ``RedisURL/password``.
+        public var password: String?
+
+        /// Sentinels from their parts.
+        public init(addresses: [Address], masterName: String, username: String? = nil, password: String? = nil) {
+            self.addresses = addresses
+            self.masterName = masterName
+            self.username = username
+            self.password = password
+        }
+    }
+
+    /// The default port of a sentinel.
+    public static let defaultSentinelPort = 26379
+
+    /// Host name or IP address (IPv6 without brackets). For a Sentinel URL, the first sentinel's
+    /// (the master's address is found at run time).
     public var host: String
-    /// TCP port (default 6379).
+    /// TCP port (default 6379). For a Sentinel URL, the first sentinel's.
     public var port: Int
-    /// `rediss`: TLS.
+    /// `rediss`, `rediss-sentinel`: TLS (to the sentinels and to the master).
     public var useTLS: Bool
-    /// ACL user name (`AUTH username password`); nil for the default user.
+    /// ACL user name (`AUTH username password`) of the server (the master); nil for the
+    /// default user.
     public var username: String?
-    /// Password, sent with `AUTH` after connecting.
+    /// Password of the server (the master), sent with `AUTH` after connecting.
     public var password: String?
     /// Database number, selected with `SELECT` after connecting (default 0).
     public var database: Int
+    /// The sentinels to ask for the master, for `redis-sentinel://` and `rediss-sentinel://`
+    /// URLs; nil for a single server (`redis://`, `rediss://`).
+    public var sentinels: Sentinels?
 
     /// A URL from its parts.
     public init(host: String, port: Int = 6379, useTLS: Bool = false, username: String? = nil,
@@ -28,24 +80,58 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible, CustomDebu
         self.username = username
         self.password = password
         self.database = database
+        sentinels = nil
     }
 
-    /// Parses `redis://…` or `rediss://…`. Errors never contain the password.
+    /// A Sentinel URL from its parts; ``host`` and ``port`` are the first sentinel's.
+    public init(sentinels: Sentinels, useTLS: Bool = false, username: String? = nil, password: String? = nil,
+                database: Int = 0) {
+        host = sentinels.addresses.first?.host ?? ""
+        port = sentinels.addresses.first?.port ?? Self.defaultSentinelPort
+        self.useTLS = useTLS
+        self.username = username
+        self.password = password
+        self.database = database
+        self.sentinels = sentinels
+    }
+
+    /// The query parameters of a Sentinel URL.
+    private static let sentinelParameters = ["sentinelPassword", "sentinelUsername"]
+
+    /// Parses `redis://…`, `rediss://…`, `redis-sentinel://…` or `rediss-sentinel://…`. Errors
+    /// never contain a password.
     ///
     /// The user info ends at the last `@`: a Redis URL has no other use for one (a database is
-    /// digits, and queries are refused), so a password pasted without percent-encoding its `/`,
-    /// `@`, `:`, `?` or `#` is still taken whole, and never mistaken for the host, port or
-    /// database that an error message quotes. `%XX` escapes are decoded.
+    /// digits, a master name has none, and other queries are refused), so a password pasted
+    /// without percent-encoding its `/`, `@`, `:`, `?` or `#` is still taken whole, and never
+    /// mistaken for the host, port or database that an error message quotes. `%XX` escapes are
+    /// decoded.
+    ///
+    /// A Sentinel URL's query starts at its last `?` when `sentinelPassword=` or
+    /// `sentinelUsername=` follows it; its values must percent-encode `?`, `&` and `#` (an `@` is
+    /// fine). A master name is 1–128 of `A-Z a-z 0-9 . _ -`.
     public init(_ string: String) throws(RedisURLError) {
         guard let colon = string.firstIndex(of: ":"), string[colon...].hasPrefix("://") else {
-            throw .invalid("missing scheme: expected redis:// or rediss://")
+            throw .invalid("missing scheme: expected redis://, rediss://, redis-sentinel:// or rediss-sentinel://")
         }
         let scheme = string[..<colon]
-        let rest = string[string.index(colon, offsetBy: 3)...]
+        var rest = string[string.index(colon, offsetBy: 3)...]
+        let sentinel: Bool
         switch scheme.lowercased() {
-        case "redis": useTLS = false
-        case "rediss": useTLS = true
-        default: throw .invalid("unsupported scheme \"\(scheme)\": expected redis:// or rediss://")
+        case "redis": (useTLS, sentinel) = (false, false)
+        case "rediss": (useTLS, sentinel) = (true, false)
+        case "redis-sentinel": (useTLS, sentinel) = (false, true)
+        case "rediss-sentinel": (useTLS, sentinel) = (true, true)
+        default: throw .invalid("unsupported scheme \"\(scheme)\": expected redis://, rediss://, redis-sentinel:// or rediss-sentinel://")
+        }
+        // A Sentinel URL's own query, split off first: its values may hold an `@`.
+        var query: Substring?
+        if sentinel, let question = rest.lastIndex(of: "?") {
+            let after = rest[rest.index(after: question)...]
+            if Self.sentinelParameters.contains(where: { after.hasPrefix($0 + "=") }) {
+                query = after
+                rest = rest[..<question]
+            }
         }
         // Everything before the last `@` is user info, and only that part may hold the password.
         var location = rest
@@ -62,14 +148,73 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible, CustomDebu
                 username = try Self.percentDecoded(userinfo, what: "user name")
             }
         }
-        if location.contains("?") || location.contains("#") { throw .invalid("query strings and fragments are not supported") }
+        if location.contains("?") || location.contains("#") {
+            throw .invalid(sentinel ? "the only query parameters are sentinelPassword and sentinelUsername, and no fragment"
+                                    : "query strings and fragments are not supported")
+        }
         var authority = location
         var path: Substring = ""
         if let slash = location.firstIndex(of: "/") {
             authority = location[..<slash]
             path = location[location.index(after: slash)...]
         }
+        guard sentinel else {
+            let address = try Self.address(authority, defaultPort: 6379)
+            host = address.host
+            port = address.port
+            database = try Self.database(path)
+            sentinels = nil
+            return
+        }
+        var addresses: [Address] = []
+        for part in authority.split(separator: ",", omittingEmptySubsequences: false) {
+            guard !part.isEmpty else { throw .invalid("empty sentinel address in the list") }
+            addresses.append(try Self.address(part, defaultPort: Self.defaultSentinelPort))
+        }
+        let nameEnd = path.firstIndex(of: "/") ?? path.endIndex
+        let name = path[..<nameEnd]
+        guard !name.isEmpty else { throw .invalid("missing master name: expected /MASTER_NAME after the sentinels") }
+        guard name.utf8.count <= 128, name.utf8.allSatisfy(Self.isMasterNameByte) else {
+            throw .invalid("invalid master name: expected 1 to 128 of A-Z a-z 0-9 . _ -")
+        }
+        database = try Self.database(nameEnd == path.endIndex ? "" : path[path.index(after: nameEnd)...])
+        var sentinelUsername: String?
+        var sentinelPassword: String?
+        for item in (query ?? "").split(separator: "&", omittingEmptySubsequences: false) where query != nil {
+            guard let equals = item.firstIndex(of: "=") else { throw .invalid("a query parameter without a value") }
+            let value = item[item.index(after: equals)...]
+            switch item[..<equals] {
+            case "sentinelPassword":
+                guard sentinelPassword == nil else { throw .invalid("sentinelPassword given twice") }
+                sentinelPassword = try Self.percentDecoded(value, what: "sentinel password")
+            case "sentinelUsername":
+                guard sentinelUsername == nil else { throw .invalid("sentinelUsername given twice") }
+                sentinelUsername = try Self.percentDecoded(value, what: "sentinel user name")
+            default:
+                // Not quoted: it may be the rest of a value whose `&` was not encoded.
+                throw .invalid("unknown query parameter: the only ones are sentinelPassword and sentinelUsername")
+            }
+        }
+        host = addresses[0].host
+        port = addresses[0].port
+        sentinels = Sentinels(addresses: addresses, masterName: String(name), username: sentinelUsername,
+                              password: sentinelPassword)
+    }
+
+    private static func isMasterNameByte(_ b: UInt8) -> Bool {
+        switch b {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
+            true
+        default:
+            false
+        }
+    }
+
+    /// `host[:port]` or `[v6][:port]`.
+    private static func address(_ authority: Substring, defaultPort: Int) throws(RedisURLError) -> Address {
         var portText: Substring?
+        let host: String
         if authority.hasPrefix("[") {
             guard let close = authority.firstIndex(of: "]") else { throw .invalid("unterminated IPv6 address") }
             host = String(authority[authority.index(after: authority.startIndex)..<close])
@@ -85,22 +230,21 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible, CustomDebu
             host = String(authority)
         }
         guard !host.isEmpty else { throw .invalid("missing host") }
-        if let portText {
-            guard let p = Int(portText), portText.allSatisfy(\.isASCII), (1...65535).contains(p) else {
-                throw .invalid("invalid port \"\(portText)\"")
-            }
-            port = p
-        } else {
-            port = 6379
+        guard let portText else { return Address(host: host, port: defaultPort) }
+        guard portText.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+              let p = Int(portText), (1...65535).contains(p) else {
+            throw .invalid("invalid port \"\(portText)\"")
         }
-        if path.isEmpty {
-            database = 0
-        } else {
-            guard path.allSatisfy({ $0 >= "0" && $0 <= "9" }), let db = Int(path) else {
-                throw .invalid("invalid database \"\(path)\": expected a non-negative number")
-            }
-            database = db
+        return Address(host: host, port: p)
+    }
+
+    /// Empty (0) or digits.
+    private static func database(_ path: Substring) throws(RedisURLError) -> Int {
+        if path.isEmpty { return 0 }
+        guard path.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }), let db = Int(path) else {
+            throw .invalid("invalid database \"\(path)\": expected a non-negative number")
         }
+        return db
     }
 
     private static func percentDecoded(_ text: Substring, what: String) throws(RedisURLError) -> String {
@@ -130,15 +274,22 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible, CustomDebu
         }
     }
 
-    /// The URL with the password replaced by `<redacted>` (`URLRedaction.placeholder`, as in
+    /// The URL with every password replaced by `<redacted>` (`URLRedaction.placeholder`, as in
     /// every URL the project prints).
     public var description: String {
         var userinfo = ""
         if username != nil || password != nil {
             userinfo = (username ?? "") + (password == nil ? "" : ":" + URLRedaction.placeholder) + "@"
         }
-        let shownHost = host.contains(":") ? "[\(host)]" : host
-        return "\(useTLS ? "rediss" : "redis")://\(userinfo)\(shownHost):\(port)/\(database)"
+        guard let sentinels else {
+            return "\(useTLS ? "rediss" : "redis")://\(userinfo)\(Address(host: host, port: port))/\(database)"
+        }
+        var query: [String] = []
+        if sentinels.password != nil { query.append("sentinelPassword=" + URLRedaction.placeholder) }
+        if let name = sentinels.username { query.append("sentinelUsername=" + name) }
+        return "\(useTLS ? "rediss" : "redis")-sentinel://\(userinfo)"
+            + sentinels.addresses.map(\.description).joined(separator: ",")
+            + "/\(sentinels.masterName)/\(database)" + (query.isEmpty ? "" : "?" + query.joined(separator: "&"))
     }
 
     public var debugDescription: String { "RedisURL(\(description))" }
