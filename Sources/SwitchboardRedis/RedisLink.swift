@@ -230,9 +230,10 @@ final class RedisLink: @unchecked Sendable {
         self.address = address
         parser = RESPParser(limits: configuration.parseLimits)
         connection.onRead = { [unowned self] bytes in received(bytes) }
+        let place = url.sentinels == nil ? "\(url)" : "\(address) (\(url))"
         connection.onClose = { [unowned self] error in
             down(RedisError(kind: .connectionLost,
-                            message: "connection to Redis at \(address) (\(url)) \(error.map { "failed: \($0.message)" } ?? "closed by the server")",
+                            message: "connection to Redis at \(place) \(error.map { "failed: \($0.message)" } ?? "closed by the server")",
                             underlying: error))
         }
         var handshake: [UInt8] = []

@@ -225,4 +225,124 @@ struct RedisSentinelTests {
         #expect(await client.serverAddress?.port == masterPort)
         await client.close()
     }
+
+    @Test func switchMasterMovesAConnectedClientAtOnce() async throws {
+        // A manual failover: the old master lives on as a replica, so the client's connection is
+        // not lost; only +switch-master tells it to move. The backoff is far longer than the test
+        // allows, so nothing but the announcement can move it in time.
+        let group = try await RedisSentinelGroup()
+        var configuration = Self.configuration()
+        configuration.initialReconnectDelay = .seconds(60)
+        configuration.maximumReconnectDelay = .seconds(60)
+        let client = try RedisClient(url: RedisURL(group.url()), configuration: configuration)
+        try await client.send("SET", "k", "1")
+        let oldPort = try group.masterPort()
+        #expect(await client.serverAddress?.port == oldPort)
+        #expect(try await client.send("WAIT", "1", "5000").int == 1)
+
+        try group.sentinels[0].command("SENTINEL", "FAILOVER", group.masterName)
+        let promoted = try await group.waitForFailover(from: oldPort)
+        let written = try await Self.eventually("a write accepted by the new master") { () -> Bool? in
+            try await client.send("SET", "k", "2")
+            return await client.serverAddress?.port == promoted.port ? true : nil
+        }
+        #expect(written)
+        #expect(try await client.send("ROLE").array?.first?.string == "master")
+        #expect(try promoted.command("GET", "k") == "2")
+        await client.close()
+    }
+
+    @Test func aServerThatIsNotTheMasterIsRefused() async throws {
+        // A lying sentinel names a replica: ROLE says so, and the client refuses to use it.
+        let master = try await RedisServerProcess()
+        let replica = try await RedisServerProcess(arguments: ["--replicaof", "127.0.0.1", String(master.port)])
+        let liar = try FakeSentinel(masterPort: replica.port)
+        defer { liar.stop() }
+        let client = try RedisClient(url: RedisURL("redis-sentinel://127.0.0.1:\(liar.port)/switchboard"),
+                                     configuration: Self.configuration())
+        let error = try await Self.eventually("a refusal") { () -> RedisError? in
+            do {
+                try await client.send("GET", "k")
+                return nil
+            } catch let error as RedisError {
+                return error.message.contains("is not the master") ? error : nil
+            }
+        }
+        #expect(error.kind == .unavailable)
+        #expect(error.message.contains("127.0.0.1:\(replica.port)") && error.message.contains("slave"), "\(error.message)")
+        #expect(await client.serverAddress == nil)
+        // It keeps asking the sentinels (it never settles on the replica).
+        _ = try await Self.eventually("a second question to the sentinel") { liar.questions >= 2 ? true : nil }
+        await client.close()
+        withExtendedLifetime(master) {}
+    }
+}
+
+/// A sentinel that lies, in Python: every `SENTINEL get-master-addr-by-name` is answered with
+/// 127.0.0.1 and a given port, every `SUBSCRIBE` is confirmed. Counts the questions (stdout).
+final class FakeSentinel: @unchecked Sendable {
+    private let process = Process()
+    private let lock = NSLock()
+    private var asked = 0
+    let port: Int
+    var questions: Int { lock.withLock { asked } }
+
+    static let script = #"""
+        import socket, sys, threading
+        master = sys.argv[1].encode()
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        print(listener.getsockname()[1], flush=True)
+        def serve(c):
+            data = b""
+            while True:
+                chunk = c.recv(4096)
+                if not chunk:
+                    return
+                data += chunk
+                if b"get-master-addr-by-name" in data:
+                    print("asked", flush=True)
+                    c.sendall(b"*2\r\n$9\r\n127.0.0.1\r\n$%d\r\n%s\r\n" % (len(master), master))
+                    data = b""
+                elif b"SUBSCRIBE" in data:
+                    c.sendall(b"*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:1\r\n")
+                    data = b""
+        while True:
+            c, _ = listener.accept()
+            threading.Thread(target=serve, args=(c,), daemon=True).start()
+        """#
+
+    init(masterPort: Int) throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", Self.script, String(masterPort)]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let handle = output.fileHandleForReading
+        var line: [UInt8] = []
+        while true {
+            let byte = handle.readData(ofLength: 1)
+            guard let b = byte.first else { throw RedisServerProcess.Failure("the fake sentinel did not start") }
+            if b == UInt8(ascii: "\n") { break }
+            line.append(b)
+        }
+        guard let port = Int(String(decoding: line, as: UTF8.self)) else {
+            throw RedisServerProcess.Failure("the fake sentinel printed no port")
+        }
+        self.port = port
+        handle.readabilityHandler = { [weak self] h in
+            let n = h.availableData.filter { $0 == UInt8(ascii: "\n") }.count
+            guard let self else { return }
+            self.lock.withLock { self.asked += n }
+        }
+    }
+
+    func stop() {
+        process.standardOutput.flatMap { $0 as? Pipe }?.fileHandleForReading.readabilityHandler = nil
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
+    deinit { stop() }
 }
