@@ -21,6 +21,16 @@ import Switchboard
 /// replies within ``RedisConfiguration/parseLimits``. A command unanswered for
 /// ``RedisConfiguration/commandTimeout`` closes the connection (`.timedOut`).
 ///
+/// Sentinel (a `redis-sentinel://` or `rediss-sentinel://` ``RedisURL``): each connection
+/// attempt asks the sentinels in turn for the master (`SENTINEL get-master-addr-by-name`, each
+/// answer within ``RedisConfiguration/sentinelTimeout``), connects to it and checks that `ROLE`
+/// says `master` (else the attempt fails with `.unavailable` and the sentinels are asked again
+/// after the backoff). A lost connection is never reopened to the old address without asking
+/// again. A pub/sub connection to one sentinel at a time (the next one when it is lost) hears
+/// `+switch-master` and moves the connection to the new master at once. ``serverAddress`` is the
+/// master in use. ``RedisSubscriber``, ``RedisTopicBackplane`` and ``RedisTopicEmitter`` behave
+/// the same.
+///
 /// Cancelling the task awaiting a command does not unsend it; the task still waits for the reply.
 /// Logs (swift-log) name the server by its URL with the password redacted.
 public final class RedisClient: Sendable {

@@ -20,8 +20,9 @@ public struct RedisConfiguration: Sendable {
     public var maximumOutboundBytes = 16 << 20
     /// Limits of the reply parser (a reply above them closes the connection).
     public var parseLimits = RESPParseLimits()
-    /// TLS for `rediss://` URLs: verification of the chain and of the host name (SNI sent) with
-    /// the system's trust store by default, and no ALPN. Ignored for `redis://`.
+    /// TLS for `rediss://` and `rediss-sentinel://` URLs (to the sentinels and to the master):
+    /// verification of the chain and of the host name (SNI sent) with the system's trust store
+    /// by default, and no ALPN. Ignored for `redis://` and `redis-sentinel://`.
     public var tls = TLSConfiguration(alpnProtocols: [])
     /// Limit for a sentinel's answer to `SENTINEL get-master-addr-by-name` (after
     /// ``connectTimeout`` for its connection); beyond it the next sentinel is asked. Sentinels

@@ -9,6 +9,10 @@ import Synchronization
 /// subscriber: the state handler hears `.connected(reconnected: true)` after a reconnect, the
 /// moment to assume that messages may have been missed.
 ///
+/// With a Sentinel URL it follows the master as ``RedisClient`` does (asks the sentinels on every
+/// connection, checks `ROLE`, moves on `+switch-master`); a move is a reconnect, reported as
+/// `.connected(reconnected: true)`.
+///
 /// The message handler runs on the subscriber's event loop, in the order Redis sent the
 /// messages; it must not block.
 public final class RedisSubscriber: Sendable {

@@ -122,6 +122,7 @@ struct RedisSentinelTests {
         let subscriber = try RedisSubscriber(url: url, configuration: Self.configuration(),
                                              onStateChange: { states.append($0) }) { received.append($0, $1) }
         try await client.send("SET", "before", "1")
+        try await states.wait { $0.contains(.connected(reconnected: false)) }
         #expect(await subscriber.subscribe("news"))
         #expect(try await client.send("PUBLISH", "news", "one").int == 1)
         try await received.wait { $0.count == 1 }
