@@ -141,6 +141,12 @@ final class RedisLink: @unchecked Sendable {
         }
     }
 
+    /// The owner got what it wanted from this connection (the watcher: its subscription
+    /// confirmed): the backoff starts afresh after the next failure.
+    func succeeded() {
+        failures = 0
+    }
+
     /// Closes for good (queued bytes are written first, briefly).
     func close() {
         watcher?.close()
@@ -271,7 +277,9 @@ final class RedisLink: @unchecked Sendable {
 
     private func up(_ connection: StreamConnection) {
         state = .up(connection)
-        failures = 0
+        // A sentinel connection counts as working once its owner says so (``succeeded()``): one
+        // that accepts and then stays silent must not reset the backoff.
+        if role != .sentinel { failures = 0 }
         let reconnected = everConnected
         everConnected = true
         logger.info("connected to Redis", metadata: ["redis": "\(url)", "server": "\(address.map(\.description) ?? "")",
@@ -328,7 +336,10 @@ final class RedisLink: @unchecked Sendable {
         address = nil
         roleCheckPending = false
         failures += 1
-        let delay = backoff()
+        // A sentinel connection tries the next sentinel at once, and backs off only after a
+        // whole round of them failed.
+        let sentinelCount = url.sentinels?.addresses.count ?? 0
+        let delay = role == .sentinel && sentinelCount > 1 && failures % sentinelCount != 0 ? .zero : backoff()
         logger.warning("Redis connection down", metadata: ["redis": "\(url)", "error": "\(error.message)",
                                                            "retryInMilliseconds": "\(delay.milliseconds)"])
         let timer = loop.schedule(after: delay) { [weak self] in

@@ -147,15 +147,22 @@ private final class SentinelExchange: @unchecked Sendable {
     }
 }
 
-/// A pub/sub connection to one of a Sentinel URL's sentinels at a time (the next one after a
-/// loss), subscribed to `+switch-master`: calls ``onSwitch`` with the new address of the
-/// master it watches. Loop-confined: every member is touched on the link's loop.
+/// A pub/sub connection to one of a Sentinel URL's sentinels at a time (the next one at once
+/// after a loss; the backoff only after a whole round failed), subscribed to `+switch-master`:
+/// calls ``onSwitch`` with the new address of the master it watches. Loop-confined: every
+/// member is touched on the link's loop.
 final class RedisSentinelWatcher: RedisLinkOwner, @unchecked Sendable {
     // Safety: every member is touched only on `link.loop`'s thread.
     let link: RedisLink
     let masterName: String
     /// The master moved to this address.
     var onSwitch: ((RedisURL.Address) -> Void)?
+    /// Runs from the `SUBSCRIBE` until the sentinel confirms it: a sentinel that accepted the
+    /// connection and then says nothing would leave the watcher deaf; on expiry the link drops
+    /// it and tries the next sentinel.
+    private var confirmationTimer: EventLoopTimer?
+    /// Whether this connection's subscription is confirmed.
+    private(set) var isSubscribed = false
 
     init(loop: EventLoop, url: RedisURL, configuration: RedisConfiguration, logger: Logger, masterName: String) {
         link = RedisLink(loop: loop, url: url, configuration: configuration, logger: logger, role: .sentinel)
@@ -167,19 +174,36 @@ final class RedisSentinelWatcher: RedisLinkOwner, @unchecked Sendable {
 
     func close() {
         onSwitch = nil
+        confirmationTimer?.cancel()
+        confirmationTimer = nil
         link.close()
     }
 
     func linkUp(reconnected: Bool) {
         var bytes: [UInt8] = []
         RESPEncoder.append(command: [Array("SUBSCRIBE".utf8), Array("+switch-master".utf8)], to: &bytes)
-        if !link.write(bytes) {
-            link.fail(RedisError(kind: .limitExceeded, message: "cannot queue SUBSCRIBE +switch-master"))
+        guard link.write(bytes) else {
+            return link.fail(RedisError(kind: .limitExceeded, message: "cannot queue SUBSCRIBE +switch-master"))
+        }
+        let timeout = link.configuration.sentinelTimeout
+        confirmationTimer?.cancel()
+        confirmationTimer = link.loop.schedule(after: timeout) { [weak self] in
+            guard let self, !isSubscribed else { return }
+            confirmationTimer = nil
+            link.fail(RedisError(kind: .timedOut, message: "the sentinel did not confirm SUBSCRIBE +switch-master within \(timeout)"))
         }
     }
 
     func linkReceived(_ value: RESPValue) {
         // ["message", "+switch-master", "<name> <old ip> <old port> <new ip> <new port>"]
+        if case .array(let items) = value, items.count == 3, items[0].string == "subscribe",
+           items[1].string == "+switch-master" {
+            isSubscribed = true
+            link.succeeded()
+            confirmationTimer?.cancel()
+            confirmationTimer = nil
+            return
+        }
         guard case .array(let items) = value, items.count == 3, items[0].string == "message",
               items[1].string == "+switch-master", let text = items[2].string else {
             if case .error(let message) = value {
@@ -193,5 +217,9 @@ final class RedisSentinelWatcher: RedisLinkOwner, @unchecked Sendable {
         onSwitch?(RedisURL.Address(host: String(fields[3]), port: port))
     }
 
-    func linkDown(_ error: RedisError) {}
+    func linkDown(_ error: RedisError) {
+        isSubscribed = false
+        confirmationTimer?.cancel()
+        confirmationTimer = nil
+    }
 }

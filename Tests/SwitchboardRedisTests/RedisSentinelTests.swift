@@ -229,12 +229,12 @@ struct RedisSentinelTests {
 
     @Test func switchMasterMovesAConnectedClientAtOnce() async throws {
         // A manual failover: the old master lives on as a replica, so the client's connection is
-        // not lost; only +switch-master tells it to move. The backoff is far longer than the test
-        // allows, so nothing but the announcement can move it in time.
+        // not always lost; only +switch-master tells it to move. The backoff is far longer than the
+        // test allows, so nothing but the announcement can move it in time.
         let group = try await RedisSentinelGroup()
         var configuration = Self.configuration()
-        configuration.initialReconnectDelay = .seconds(60)
-        configuration.maximumReconnectDelay = .seconds(60)
+        configuration.initialReconnectDelay = .seconds(300)  // 150-300 s with jitter: longer than any guard
+        configuration.maximumReconnectDelay = .seconds(300)
         let client = try RedisClient(url: RedisURL(group.url()), configuration: configuration)
         try await client.send("SET", "k", "1")
         let oldPort = try group.masterPort()
@@ -250,6 +250,35 @@ struct RedisSentinelTests {
         #expect(written)
         #expect(try await client.send("ROLE").array?.first?.string == "master")
         #expect(try promoted.command("GET", "k") == "2")
+        await client.close()
+    }
+
+    @Test func aSilentSentinelIsPassedOverAfterTheTimeout() async throws {
+        // Listed first, it accepts connections and never answers: the question goes to the next
+        // sentinel after sentinelTimeout, and the +switch-master watcher moves on too.
+        let group = try await RedisSentinelGroup()
+        let silent = try FakeSentinel(masterPort: 0)
+        defer { silent.stop() }
+        var configuration = Self.configuration()
+        configuration.sentinelTimeout = .milliseconds(300)
+        // Only +switch-master can move the client in time (as in the test above).
+        configuration.initialReconnectDelay = .seconds(300)
+        configuration.maximumReconnectDelay = .seconds(300)
+        let url = try RedisURL(group.url().replacingOccurrences(of: "redis-sentinel://",
+                                                                with: "redis-sentinel://127.0.0.1:\(silent.port),"))
+        #expect(url.sentinels?.addresses.count == 4)
+        let client = try RedisClient(url: url, configuration: configuration)
+        try await client.send("SET", "k", "v")
+        #expect(await client.serverAddress?.port == (try group.masterPort()))
+        // The watcher left the silent one for a real sentinel: it sees this client's master move.
+        let oldPort = try group.masterPort()
+        try group.sentinels[0].command("SENTINEL", "FAILOVER", group.masterName)
+        let promoted = try await group.waitForFailover(from: oldPort)
+        _ = try await Self.eventually("the client on the new master") { () -> Bool? in
+            try await client.send("SET", "k", "w")
+            return await client.serverAddress?.port == promoted.port ? true : nil
+        }
+        #expect(try promoted.command("GET", "k") == "w")
         await client.close()
     }
 
@@ -280,7 +309,8 @@ struct RedisSentinelTests {
 }
 
 /// A sentinel that lies, in Python: every `SENTINEL get-master-addr-by-name` is answered with
-/// 127.0.0.1 and a given port, every `SUBSCRIBE` is confirmed. Counts the questions (stdout).
+/// 127.0.0.1 and a given port, every `SUBSCRIBE` is confirmed; or, with port 0, one that accepts
+/// connections and never answers anything. Counts the questions (stdout).
 final class FakeSentinel: @unchecked Sendable {
     private let process = Process()
     private let lock = NSLock()
@@ -297,6 +327,9 @@ final class FakeSentinel: @unchecked Sendable {
         print(listener.getsockname()[1], flush=True)
         def serve(c):
             data = b""
+            while master == b"0":
+                if not c.recv(4096):
+                    return
             while True:
                 chunk = c.recv(4096)
                 if not chunk:
