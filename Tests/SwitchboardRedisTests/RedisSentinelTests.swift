@@ -282,6 +282,38 @@ struct RedisSentinelTests {
         await client.close()
     }
 
+    @Test func tlsToTheSentinelsAndTheMaster() async throws {
+        let (_, files) = try RedisTLSTests.makePKI()
+        let group = try await RedisSentinelGroup(tls: files)
+        var configuration = Self.configuration()
+        configuration.tls = TLSConfiguration(trustRoots: .caFile(files.caCertificate))
+        let url = try RedisURL(group.url().replacingOccurrences(of: "redis-sentinel://", with: "rediss-sentinel://"))
+        let client = try RedisClient(url: url, configuration: configuration)
+        try await client.send("SET", "k", "v")
+        #expect(try await client.send("ROLE").array?.first?.string == "master")
+        let oldPort = try group.masterPort()
+        #expect(await client.serverAddress?.port == oldPort)
+        #expect(try await client.send("WAIT", "1", "5000").int == 1)
+
+        await group.servers[0].kill()
+        let promoted = try await group.waitForFailover(from: oldPort)
+        let value = try await Self.eventually("the client on the new master, over TLS") { () -> String? in
+            let value = try await client.send("GET", "k").string
+            return await client.serverAddress?.port == promoted.port ? value : nil
+        }
+        #expect(value == "v")
+        // The default trust store does not know the test CA: refused, never used unverified.
+        let untrusted = try RedisClient(url: url, configuration: Self.configuration())
+        do {
+            try await untrusted.send("PING")
+            Issue.record("an unverifiable sentinel was accepted")
+        } catch {
+            #expect(error.kind == .unavailable)
+        }
+        await untrusted.close()
+        await client.close()
+    }
+
     @Test func aServerThatIsNotTheMasterIsRefused() async throws {
         // A lying sentinel names a replica: ROLE says so, and the client refuses to use it.
         let master = try await RedisServerProcess()

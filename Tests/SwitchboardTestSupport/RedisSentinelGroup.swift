@@ -4,7 +4,8 @@ import Foundation
 /// (`--replicaof` the master) and three sentinels (`redis-server sentinel.conf --sentinel`,
 /// quorum 2, `down-after-milliseconds 1000`, `failover-timeout 2000`, hostnames not resolved),
 /// each a ``RedisServerProcess`` on an ephemeral port of 127.0.0.1 that dies with the test
-/// process. The initializer returns once the replica is in sync and every sentinel sees the
+/// process. With `tls`, every process listens with TLS only and talks TLS to the others
+/// (`tls-replication yes`). The initializer returns once the replica is in sync and every sentinel sees the
 /// replica and the two other sentinels (polled, never slept for).
 package final class RedisSentinelGroup: Sendable {
     /// The name the sentinels monitor the master under.
@@ -17,10 +18,11 @@ package final class RedisSentinelGroup: Sendable {
     /// How long the group may take to start, or a failover to complete (two cores, ThreadSanitizer).
     package static let timeout: Duration = .seconds(60)
 
-    package init(masterName: String = "switchboard") async throws {
+    package init(masterName: String = "switchboard", tls: RedisServerProcess.TLSFiles? = nil) async throws {
         self.masterName = masterName
-        let master = try await RedisServerProcess()
-        let replica = try await RedisServerProcess(arguments: ["--replicaof", "127.0.0.1", String(master.port)])
+        let tlsArguments = tls == nil ? [] : ["--tls-replication", "yes"]
+        let master = try await RedisServerProcess(tls: tls, arguments: tlsArguments)
+        let replica = try await RedisServerProcess(tls: tls, arguments: tlsArguments + ["--replicaof", "127.0.0.1", String(master.port)])
         servers = [master, replica]
         try await Self.poll("the replica to sync with the master") {
             try replica.command("INFO", "replication").contains("master_link_status:up")
@@ -37,7 +39,8 @@ package final class RedisSentinelGroup: Sendable {
 
                 """
             try configuration.write(to: file, atomically: true, encoding: .utf8)
-            sentinels.append(try await RedisServerProcess(configurationFile: file.path, arguments: ["--sentinel"]))
+            sentinels.append(try await RedisServerProcess(tls: tls, configurationFile: file.path,
+                                                          arguments: tlsArguments + ["--sentinel"]))
         }
         self.sentinels = sentinels
         for sentinel in sentinels {
