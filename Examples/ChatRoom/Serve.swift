@@ -15,7 +15,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Port to listen on (0 = ephemeral; the bound port is printed).") var port = 8080
     @Option(help: "SQLite database file for history (':memory:' keeps it in memory). Default: chat-room.sqlite. Not with --redis.")
     var db: String?
-    @Option(help: "Share rooms (events, presence, history) with every chat-room given the same Redis: redis://[user:password@]host[:port][/db] or rediss://.")
+    @Option(help: "Share rooms (events, presence, history) with every chat-room given the same Redis: redis://[user:password@]host[:port][/db], rediss://, or through Sentinel: redis-sentinel://host:port[,host:port…]/MASTER_NAME[/db].")
     var redis: String?
     @Option(help: "Prefix of every Redis key and channel (with --redis).") var redisPrefix = "switchboard:"
     @Option(help: "Seconds after which a dead server's users leave the rooms (with --redis: its heartbeat's TTL).")

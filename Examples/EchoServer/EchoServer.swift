@@ -33,7 +33,7 @@ struct EchoServer: AsyncParsableCommand {
     var outboundHighWaterMark: Int?
     @Flag(help: "Answer GET /stats (plain HTTP) with the server's statistics as JSON: open connections, queued bytes, write-stall closes.")
     var stats = false
-    @Option(help: "Relay /broadcast through this Redis to every echo-server given the same one: redis://[user:password@]host[:port][/db] or rediss://.")
+    @Option(help: "Relay /broadcast through this Redis to every echo-server given the same one: redis://[user:password@]host[:port][/db], rediss://, or through Sentinel: redis-sentinel://host:port[,host:port…]/MASTER_NAME[/db].")
     var redis: String?
     @Option(help: "Prefix of the Redis channels (with --redis).") var redisPrefix = "switchboard:"
     @Option(help: "Handler style: 'tasks' (a task per connection iterating messages()) or 'callbacks' (WebSocketCallbacks, no task per connection).")
