@@ -47,6 +47,10 @@ enum AgentTokens {
 /// are answered by an unnumbered `refreshed` event that is never replayed.
 @Suite("agent-stream: sessions bound to signed tokens", .serialized)
 struct SignedTokenTests {
+    /// Token lifetimes run on the wall clock: each test starts once the process is responsive
+    /// (not while the whole suite is starting at once), with lifetimes sized for the load.
+    init() async { await MachineLoad.waitUntilResponsive() }
+
     static func server(_ arguments: [String] = []) async throws -> AgentServerProcess {
         try await AgentServerProcess(["--jwt-secret-file", try AgentTokens.secretFile()] + arguments)
     }

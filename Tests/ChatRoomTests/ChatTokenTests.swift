@@ -12,6 +12,10 @@ import Testing
 /// (HS256). The time limit is a hang guard only: every wait has its own bound.
 @Suite(.serialized, .timeLimit(.minutes(10)))
 struct ChatTokenTests {
+    /// Token lifetimes run on the wall clock: each test starts once the process is responsive
+    /// (not while the whole suite is starting at once), with lifetimes sized for the load.
+    init() async { await MachineLoad.waitUntilResponsive() }
+
     typealias Backend = ChatResumeTests.Backend
     /// 64 bytes: jwt-kit asserts (debug builds) that an HMAC key is at least as long as the hash (HS512).
     static let secret = String(repeating: "chat-token-tests-secret-", count: 3).prefix(64).description

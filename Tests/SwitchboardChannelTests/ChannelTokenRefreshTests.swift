@@ -10,6 +10,10 @@ import SwitchboardTestSupport
 /// fake agent server whose tokens expire.
 @Suite("Channel token refresh", .timeLimit(.minutes(10)))
 struct ChannelTokenRefreshTests {
+    /// Token lifetimes run on the wall clock: each test starts once the process is responsive
+    /// (not while the whole suite is starting at once), with lifetimes sized for the load.
+    init() async { await MachineLoad.waitUntilResponsive() }
+
     @Test func theRefreshCommandIsOneJSONLine() throws {
         #expect(ChannelCommand.refreshLine(token: "a\"b") == #"{"type":"refresh","data":{"token":"a\"b"}}"#)
     }
@@ -49,11 +53,13 @@ struct ChannelTokenRefreshTests {
             return refreshed
         }
         let issued = server.state.withLock { $0.issued }
-        try #require(issued.count == 5)   // indexed below: a short count must not crash the test process
+        // Five: the upgrade's and four refreshes' (a sixth may be on its way if this task was slow
+        // to resume: the next refresh is due at 80% of the fifth's lifetime).
+        try #require(issued.count >= 5)   // indexed below: a short count must not crash the test process
         #expect(Date() > issued[2].expiresAt ?? .distantFuture, "three tokens' deadlines have passed")
         #expect(server.state.withLock { $0.upgradeTokens } == [issued[0].value], "one connection, the provider's token")
-        #expect(server.state.withLock { $0.refreshTokens } == issued.dropFirst().map(\.value))
-        #expect(refreshed == issued.dropFirst().map { $0.expiresAt.map { Date(timeIntervalSince1970: $0.timeIntervalSince1970.rounded(.down)) } })
+        #expect(Array(server.state.withLock { $0.refreshTokens }.prefix(4)) == issued[1...4].map(\.value))
+        #expect(refreshed == issued[1...4].map { $0.expiresAt.map { Date(timeIntervalSince1970: $0.timeIntervalSince1970.rounded(.down)) } })
         #expect(await eventually { server.state.withLock { $0.closeCodes } == [1000] })
         await server.stop()
     }

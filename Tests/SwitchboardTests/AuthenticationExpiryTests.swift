@@ -10,6 +10,10 @@ import SwitchboardTestSupport
 /// accepted without an expiry is never closed for it.
 @Suite(.timeLimit(.minutes(6)))
 struct AuthenticationExpiryTests {
+    /// Token lifetimes run on the wall clock: each test starts once the process is responsive
+    /// (not while the whole suite is starting at once), with lifetimes sized for the load.
+    init() async { await MachineLoad.waitUntilResponsive() }
+
     /// A short token lifetime: long enough for the upgrade and a first exchange to get through
     /// before it ends, on a loaded machine too (the whole suite runs in parallel on 2 cores:
     /// 300 ms was not always enough there; under ThreadSanitizer everything is 5-10x slower).

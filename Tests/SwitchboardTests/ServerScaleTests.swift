@@ -24,11 +24,6 @@ extension ServerInterop {
         return rl.rlim_cur >= rlim_t(Int.max) ? Int.max : Int(rl.rlim_cur)
     }
 
-    /// Entries in /proc/self/fd.
-    static func fdCount() -> Int {
-        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
-    }
-
     /// Descriptors of this process that are TCP sockets with `port` at either end, not listening.
     static func socketFDs(port: Int) -> Int { processSocketCount(port: port) }
 
@@ -53,7 +48,6 @@ extension ServerInterop {
         let server = WebSocketServer(configuration: configuration)
         server.route("/echo", handler: echoHandler)
         let port = try await server.start()
-        let baseline = Self.fdCount()
 
         // Phase 1: open all of them, then handshake all of them (one thread, answers in any order).
         let clients = try await onServerTestThread { () -> UncheckedBox<[ServerRawSocket]> in
@@ -117,10 +111,10 @@ extension ServerInterop {
 
         #expect(await waitWhileProgressing(stall: stall, { server.statistics.openConnections }, until: { $0 == 0 }),
                 "open: \(server.statistics.openConnections)")
+        // The sockets of this server's port, not the process's descriptor count: the tests running
+        // beside this one open and close their own (a fresh-clone run saw 1,403 against 1,386 at start).
         #expect(await waitWhileProgressing(stall: stall, { Self.socketFDs(port: port) }, until: { $0 == 0 }),
                 "sockets on port \(port) still open: \(Self.socketFDs(port: port))")
-        #expect(await waitWhileProgressing(stall: stall, { Self.fdCount() }, until: { $0 <= baseline }),
-                "descriptors: \(Self.fdCount()), at start \(baseline)")
         let s = server.statistics
         #expect(s.acceptedConnections == n, "\(s)")
         #expect(s.messagesIn == n, "\(s)")

@@ -11,6 +11,10 @@ import SwitchboardTestSupport
 /// token never reaches the adapter's logs or states.
 @Suite(.timeLimit(.minutes(10)))
 struct TokenRefreshTests {
+    /// Token lifetimes run on the wall clock: each test starts once the process is responsive
+    /// (not while the whole suite is starting at once), with lifetimes sized for the load.
+    init() async { await MachineLoad.waitUntilResponsive() }
+
     /// A short token lifetime: long enough for the upgrade and a first exchange to get through
     /// before it ends, on a loaded machine too (under ThreadSanitizer everything is 5-10x slower).
     static var short: Duration { TestEnvironment.lifetime(.milliseconds(1500), tsan: .seconds(10)) }
@@ -84,11 +88,13 @@ struct TokenRefreshTests {
         var iterator = lines.makeAsyncIterator()
         for _ in 0..<4 { #expect(text(await iterator.next()) == "refreshed") }
         // Four refreshes: the deadlines of the first three tokens have passed.
+        // Five tokens: the upgrade's and four refreshes' (a sixth may be on its way if this task was
+        // slow to resume: the next refresh is due at 80% of the fifth's lifetime).
         let issued = provider.issued
-        try #require(issued.count == 5)   // indexed below: a short count must not crash the test process
+        try #require(issued.count >= 5)   // indexed below: a short count must not crash the test process
         #expect(Date() > issued[2].expiresAt ?? .distantFuture)
         #expect(server.upgradeTokens == [issued[0].value], "one connection, with the provider's token")
-        #expect(server.refreshTokens == issued.dropFirst().map(\.value), "each refresh carries a new token")
+        #expect(Array(server.refreshTokens.prefix(4)) == issued[1...4].map(\.value), "each refresh carries a new token")
         #expect(server.closeCodes.isEmpty)
         #expect(states.connectedCount == 1)
         #expect(log.withLock { $0.contains { $0.contains("token refresh failed") } })

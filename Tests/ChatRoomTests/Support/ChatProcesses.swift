@@ -58,7 +58,11 @@ enum ChatPaths {
 
 /// A child process with piped stdin/stdout/stderr; stdout is collected line by line.
 final class ChildProcess: Sendable {
-    private struct State { var out = Data(); var lines: [String] = []; var err = Data() }
+    private struct State {
+        var out = Data(); var lines: [String] = []; var err = Data()
+        /// End of file seen on stdout / stderr: everything the child wrote is in.
+        var outEnded = false, errEnded = false
+    }
     private final class Box: Sendable { let state = TestLock(State()) }
     private let box = Box()
     let process: Process
@@ -82,11 +86,17 @@ final class ChildProcess: Sendable {
                     s.out.removeSubrange(s.out.startIndex...nl)
                 }
             }
-            if chunk.isEmpty { h.readabilityHandler = nil }
+            if chunk.isEmpty {
+                box.state.withLock { $0.outEnded = true }
+                h.readabilityHandler = nil
+            }
         }
         stderr.fileHandleForReading.readabilityHandler = { [box] h in
             let chunk = h.availableData
-            box.state.withLock { $0.err.append(chunk) }
+            box.state.withLock { s in
+                s.err.append(chunk)
+                if chunk.isEmpty { s.errEnded = true }
+            }
             if chunk.isEmpty { h.readabilityHandler = nil }
         }
         try process.run()
@@ -119,12 +129,18 @@ final class ChildProcess: Sendable {
 
     func signal(_ sig: Int32) { if process.isRunning { kill(process.processIdentifier, sig) } }
 
-    /// Waits for exit; kills after `timeout` (a failure guard: generous). Returns the exit status.
+    /// Waits for exit, and for the end of its stdout and stderr (so that ``lines`` and
+    /// ``stderrText`` hold everything it wrote: the exit can be seen before the last bytes were
+    /// read); kills after `timeout` (a failure guard: generous). Returns the exit status.
     @discardableResult
     func waitForExit(timeout: Duration = .seconds(60)) async -> Int32 {
         let deadline = ContinuousClock.now + timeout
         while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
         if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        // A grandchild holding the pipes open would keep them from ending: bounded by the deadline.
+        while !box.state.withLock({ $0.outEnded && $0.errEnded }) && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
         return process.terminationStatus
     }
 
