@@ -94,8 +94,14 @@ final class AgentServerProcess: @unchecked Sendable {
     /// False once the server has exited (crashed, or was stopped).
     var isRunning: Bool { process.isRunning }
 
+    /// The channel endpoint of `session`. Its handshake timeout is a minute, not 10 s: it only
+    /// ends a failing wait, and under ThreadSanitizer with the whole suite running (and a
+    /// server busy with a 40 MB flood) an upgrade took longer than 10 s.
     func endpoint(session: String = UUID().uuidString, token: String? = nil) throws -> ChannelEndpoint {
-        try ChannelEndpoint(baseURL: "ws://127.0.0.1:\(port)", sessionID: session, token: token)
+        var configuration = WebSocketConfiguration.default
+        configuration.handshakeTimeout = .seconds(60)
+        return try ChannelEndpoint(baseURL: "ws://127.0.0.1:\(port)", sessionID: session, token: token,
+                                   connectTimeout: .seconds(60), configuration: configuration)
     }
 
     /// Polls the server's stderr for `text` (the timeout only ends a failing wait: generous).
