@@ -39,6 +39,13 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     /// from Redis, or in a history it read). After a pub/sub loss, what follows it in the
     /// room's stream is what this process's clients missed.
     private let lastSeen = LastSeenIDs()
+    /// A connection of its own for `WAIT` (which blocks its connection), to the same URL: after
+    /// a failover it follows the sentinels to the new master like ``redis``.
+    let ackClient: RedisClient
+    /// `--redis-min-replicas-ack`, fixed by ``configureReplicaAcks(_:)`` before serving.
+    private let acks = Atomic<Int>(0)
+    /// Whether the URL names sentinels (`/healthz` reports the mode).
+    let usesSentinel: Bool
 
     var node: String { backplane.nodeID }
 
@@ -52,6 +59,8 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         self.prefix = prefix
         self.presenceTTL = presenceTTL
         self.logger = logger
+        ackClient = try RedisClient(url: url, logger: logger)
+        usesSentinel = url.sentinels != nil
         let flag = resyncNeeded
         let up = commandsConnected
         let trigger = ResyncTrigger()
@@ -124,6 +133,81 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         }
     }
 
+    var requiredReplicaAcks: Int { acks.load(ordering: .acquiring) }
+
+    /// Fixes ``requiredReplicaAcks`` at start-up: `requested` when given, else 1 when the master
+    /// reports a replica online (`INFO replication`), else 0. Tries for up to `patience` while
+    /// Redis does not answer, then throws (a default cannot be chosen without the master).
+    func configureReplicaAcks(_ requested: Int?, patience: Duration = .seconds(15)) async throws -> Int {
+        if let requested {
+            acks.store(requested, ordering: .releasing)
+            return requested
+        }
+        let deadline = ContinuousClock.now + patience
+        while true {
+            do {
+                let info = try await redis.send("INFO", "replication")
+                let online = Self.onlineReplicas(info.string ?? "")
+                let n = online > 0 ? 1 : 0
+                acks.store(n, ordering: .releasing)
+                return n
+            } catch {
+                guard ContinuousClock.now < deadline else {
+                    throw ChatBackendFailure(description: "cannot ask the Redis master for its replicas (\(error)); "
+                                             + "give --redis-min-replicas-ack explicitly")
+                }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+        }
+    }
+
+    /// Replicas whose `INFO replication` line says `state=online`.
+    static func onlineReplicas(_ info: String) -> Int {
+        info.split(whereSeparator: \.isNewline).filter { $0.hasPrefix("slave") && $0.contains("state=online") }.count
+    }
+
+    func waitForReplicas(of message: ServerEvent.Message) async -> Bool {
+        let n = requiredReplicaAcks
+        guard n > 0 else { return true }
+        let timeout = ReplicaAck.timeout.components.seconds * 1000
+            + ReplicaAck.timeout.components.attoseconds / 1_000_000_000_000_000
+        do {
+            // WAIT counts the replicas that acknowledged this connection's last write: write
+            // once here (only when the message is on this master: after a failover the message
+            // may be lost), then every write before it, the message included, is waited for.
+            let present = try await ackClient.send(["EVAL", Self.ackScript, "2", historyKey(message.room), key("acks"),
+                                                    Self.streamID(messageID: message.id)])
+            guard present.int == 1 else {
+                logger.warning("a message is not on the current Redis master: unconfirmed",
+                               metadata: ["room": "\(message.room)", "id": "\(message.id)"])
+                return false
+            }
+            let reached = try await ackClient.send("WAIT", String(n), String(timeout)).int ?? 0
+            return reached >= n
+        } catch {
+            logger.warning("waiting for the replicas failed", metadata: ["error": "\(error)"])
+            return false
+        }
+    }
+
+    /// `/healthz`: whether Redis serves this node (its connection up, its users written
+    /// again), whether it is degraded (pub/sub down, or fewer replicas online than
+    /// ``requiredReplicaAcks``: messages fail), and the master in use.
+    func health(backplaneConnected: Bool) async -> (serving: Bool, degraded: Bool, master: String?) {
+        let master = await redis.serverAddress
+        guard isReady, let master else { return (false, true, nil) }
+        var degraded = !backplaneConnected
+        let n = requiredReplicaAcks
+        if n > 0 {
+            if let info = try? await redis.send("INFO", "replication").string {
+                degraded = degraded || Self.onlineReplicas(info) < n
+            } else {
+                return (false, true, nil)
+            }
+        }
+        return (true, degraded, master.description)
+    }
+
     /// Whether this backend's own Redis connection is up and, after a reconnection, this node's
     /// users are written again (`/healthz` reports 503 otherwise).
     var isReady: Bool { commandsConnected.isSet && !resyncNeeded.isSet }
@@ -164,6 +248,7 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         _ = try? await redis.send("DEL", aliveKey(node))
         _ = try? await redis.send("SREM", nodesKey, node)
         await redis.close()
+        await ackClient.close()
     }
 
     // MARK: Presence
@@ -231,6 +316,10 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     // MARK: History
 
     func post(room: String, user: String, text: String, clientID: String?) async throws -> ServerEvent.Message {
+        try await postReportingRetry(room: room, user: user, text: text, clientID: clientID).message
+    }
+
+    func postReportingRetry(room: String, user: String, text: String, clientID: String?) async throws -> PostOutcome {
         // The event line with sentinels where the script puts the id and the timestamp: the
         // same JSON as every other event (sorted keys, same escaping).
         let template = ServerEvent(type: "message", id: Self.idSentinel, ts: Self.tsSentinel, room: room, user: user,
@@ -254,6 +343,7 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         let arguments: [[UInt8]] = [
             Array(String(streamLength).utf8), Array(user.utf8), Array(text.utf8), Array(channel.utf8),
             headBytes, Array(middle.utf8), Array(tail.utf8), Array(window.utf8),
+            Array(String(requiredReplicaAcks).utf8),
         ]
         request.append(contentsOf: arguments)
         let reply = try await Self.unavailableIfDown { () async throws(RedisError) -> RESPValue in
@@ -263,11 +353,18 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
               let ts = parts[1].int else {
             throw ChatBackendFailure(description: "unexpected reply to the post script: \(reply)")
         }
+        // Fewer replicas online than the confirmation needs: nothing stored.
+        if id < 0 {
+            logger.warning("a message refused: fewer Redis replicas online than --redis-min-replicas-ack",
+                           metadata: ["online": "\(ts)", "required": "\(requiredReplicaAcks)"])
+            throw ChatError.unavailable
+        }
         // A retry: the message stored the first time (its user and text as kept in the stream).
         if parts.count == 4, let storedUser = parts[2].string, let storedText = parts[3].string {
-            return ServerEvent.Message(id: id, room: room, user: storedUser, text: storedText, ts: ts)
+            return PostOutcome(message: ServerEvent.Message(id: id, room: room, user: storedUser, text: storedText, ts: ts),
+                               isRetry: true)
         }
-        return ServerEvent.Message(id: id, room: room, user: user, text: text, ts: ts)
+        return PostOutcome(message: ServerEvent.Message(id: id, room: room, user: user, text: text, ts: ts), isRetry: false)
     }
 
     func history(room: String, before: Int64?, limit: Int) async throws -> HistoryPage {
@@ -453,12 +550,20 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     /// KEYS: history stream, last-id key, the room's trimmed-id key, the reset key, and for a
     /// post with a client id its key. ARGV: max length, user, text, channel, envelope header
     /// plus the JSON before the id, the JSON between id and ts, the JSON after ts, the client
-    /// id's lifetime in seconds. Returns {id, ts}; when the client id's key exists (a retry
+    /// id's lifetime in seconds, the replicas a confirmation needs (0: none). Returns {-1, online}
+    /// without storing anything when fewer replicas than that are online (`INFO replication`).
+    /// Returns {id, ts}; when the client id's key exists (a retry
     /// within its lifetime), nothing is stored or published and it returns {id, ts, user, text}
     /// of the message stored then (user and text from the stream, or the ones given when that
     /// entry was trimmed). The stream is trimmed exactly to its length, remembering the newest
     /// trimmed entry (a `since` at or above it is complete).
     static let postScript = """
+        local need = tonumber(ARGV[9] or '0') or 0
+        if need > 0 then
+          local online = 0
+          for _ in string.gmatch(redis.call('INFO', 'replication'), 'state=online') do online = online + 1 end
+          if online < need then return {-1, online} end
+        end
         if KEYS[5] then
           local prev = redis.call('GET', KEYS[5])
           if prev then
@@ -502,6 +607,16 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         redis.call('PUBLISH', ARGV[4], ARGV[5] .. ids .. ARGV[6] .. mss .. ARGV[7])
         if KEYS[5] then redis.call('SET', KEYS[5], ids .. ' ' .. mss, 'EX', ARGV[8]) end
         return {id, ms}
+        """
+
+    /// KEYS: a room's history stream, the acknowledgement counter. ARGV: a message's stream id.
+    /// Returns 1 after a write (INCR, so that a following `WAIT` on the same connection covers
+    /// every earlier write, the message included) when the message is in the stream, else 0
+    /// (this master does not have it: lost in a failover, or trimmed).
+    static let ackScript = """
+        if #redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1]) == 0 then return 0 end
+        redis.call('INCR', KEYS[2])
+        return 1
         """
 
     /// KEYS: node set, the node's heartbeat key, its member set. ARGV: node, presence key
