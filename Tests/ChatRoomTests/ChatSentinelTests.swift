@@ -150,7 +150,9 @@ struct ChatSentinelTests {
     @Test func withoutTheReplicaNothingIsConfirmed() async throws {
         let group = try await RedisSentinelGroup()
         defer { withExtendedLifetime(group) {} }
-        let node = try await ChatServerProcess(redis: group.url())
+        let folder = try ChatPaths.tempDirectory()
+        let apiKey = try APIClients.keyFile(in: folder)
+        let node = try await ChatServerProcess(redis: group.url(), extraArguments: ["--api-key-file", apiKey.path])
         defer { node.child.signal(SIGKILL) }
         try await RedisScaleOutTests.waitUntilHealthy(node)
         let masterPort = try group.masterPort()
@@ -182,6 +184,24 @@ struct ChatSentinelTests {
         let retried = try await Self.sendUntilConfirmed(alice, user: "alice", room: "lobby", text: "held", clientID: "h1")
         #expect(retried.id == heldID)
 
+        // The HTTP POST the same way: 503 `unconfirmed` with the id, then 200 with that id.
+        let messagesURL = "\(node.httpURL)v1/rooms/lobby/messages"
+        let postBody = #"{"user":"deploy-bot","text":"via http","client_id":"p1"}"#
+        kill(replicaPID, SIGSTOP)
+        let unconfirmedPost = try await APIClients.python("POST", messagesURL, key: apiKey.key, body: postBody)
+        kill(replicaPID, SIGCONT)
+        #expect(unconfirmedPost.status == 503 && unconfirmedPost.errorCode == "unconfirmed", "\(unconfirmedPost.body)")
+        let postID = ((unconfirmedPost.json["error"] as? [String: Any])?["id"] as? NSNumber)?.int64Value
+        #expect(postID != nil, "\(unconfirmedPost.body)")
+        var confirmedPost = try await APIClients.python("POST", messagesURL, key: apiKey.key, body: postBody)
+        while confirmedPost.status == 503 {
+            try await Task.sleep(for: .milliseconds(100))
+            confirmedPost = try await APIClients.python("POST", messagesURL, key: apiKey.key, body: postBody)
+        }
+        #expect(confirmedPost.status == 200 && (confirmedPost.json["id"] as? NSNumber)?.int64Value == postID,
+                "\(confirmedPost.body)")
+        try await bob.expect("via http, once") { $0.type == "message" && $0.text == "via http" }
+
         // The replica gone: `unavailable`, nothing stored, nothing broadcast; /healthz degraded, 200.
         await replica.stop()
         try await RedisSentinelGroup.poll("the master to see no replica") {
@@ -199,7 +219,7 @@ struct ChatSentinelTests {
         try await alice.expect("bob typing") { $0.type == "typing" }
         let history = try await Self.rejoinHistory("carol", server: node, room: "lobby", since: 0)
         let texts = (history.messages ?? []).compactMap(\.text)
-        #expect(texts == ["replicated", "held"], "\(texts)")
+        #expect(texts == ["replicated", "held", "via http"], "\(texts)")
         #expect(await bob.events.filter { $0.type == "message" && $0.text?.hasPrefix("lonely") == true }.isEmpty)
         #expect(await alice.events.filter { $0.type == "message" && $0.text?.hasPrefix("lonely") == true }.isEmpty)
     }
