@@ -224,6 +224,39 @@ struct ChatSentinelTests {
         #expect(await alice.events.filter { $0.type == "message" && $0.text?.hasPrefix("lonely") == true }.isEmpty)
     }
 
+    /// `--redis-min-replicas-ack 0`: confirmations do not wait, even for a hung replica.
+    @Test func anExplicitZeroDoesNotWaitForReplicas() async throws {
+        let group = try await RedisSentinelGroup()
+        defer { withExtendedLifetime(group) {} }
+        let node = try await ChatServerProcess(redis: group.url(), extraArguments: ["--redis-min-replicas-ack", "0"])
+        defer { node.child.signal(SIGKILL) }
+        try await RedisScaleOutTests.waitUntilHealthy(node)
+        let masterPort = try group.masterPort()
+        let replica = try #require(group.servers.first { $0.port != masterPort })
+        let alice = try await TestPeer.connect("alice", url: node.wsURL)
+        try await alice.send(.join(room: "lobby", user: "alice"))
+        try await alice.expect("alice's history") { $0.type == "history" }
+        let replicaPID = try #require(replica.pid)
+        kill(replicaPID, SIGSTOP)
+        defer { kill(replicaPID, SIGCONT) }
+        try await alice.send(.message(room: "lobby", text: "not waited for", clientID: "z1"))
+        let e = try await Self.answer(alice, user: "alice", text: "not waited for")
+        #expect(e.type == "message", "\(e.raw)")
+    }
+
+    @Test(arguments: [
+        (["--redis-min-replicas-ack", "17", "--redis", "redis://127.0.0.1:1"], "--redis-min-replicas-ack must be 0...16"),
+        (["--redis-min-replicas-ack", "1"], "--redis-min-replicas-ack needs --redis"),
+    ])
+    func badReplicaAckFlagsAreRefused(arguments: [String], message: String) async throws {
+        let child = try ChildProcess(executable: try ChatPaths.binary(),
+                                     arguments: ["serve", "--port", "0", "--db", ":memory:"].filter { _ in !arguments.contains("--redis") }
+                                        + arguments)
+        let status = await child.waitForExit()
+        #expect(status != 0)
+        #expect(child.stderrText.contains(message), "\(child.stderrText)")
+    }
+
     @Test func standaloneHealthNamesTheServer() async throws {
         let redis = try await RedisServerProcess()
         let node = try await ChatServerProcess(redis: redis.url)
