@@ -9,7 +9,9 @@ import SwitchboardCore
 /// - `POST /v1/rooms/{room}/messages` with `{"user","text","client_id"?}`: stored and broadcast
 ///   like a chat message (to every process sharing the Redis, through the backplane envelope);
 ///   `200 {"id":N,"ts":T}`. A `client_id` seen in the room within
-///   ``ChatLimits/clientIDWindow`` returns the message stored then (a safe retry).
+///   ``ChatLimits/clientIDWindow`` returns the message stored then (a safe retry). With
+///   `--redis-min-replicas-ack` above 0, answered once the replicas acknowledged it, else `503`
+///   `unconfirmed` (the body's `error.id` is the message's id) or `503` `unavailable`.
 /// - `GET /v1/rooms/{room}/messages?before=ID&limit=N`: one page of history, oldest first, and
 ///   `next`, the `before` of the next older page (null at the oldest).
 ///
