@@ -46,6 +46,8 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     private let acks = Atomic<Int>(0)
     /// Whether the URL names sentinels (`/healthz` reports the mode).
     let usesSentinel: Bool
+    /// Concurrent confirmations share one `WAIT` (see ``ReplicaAckBatcher``).
+    private let ackBatcher = ReplicaAckBatcher()
 
     var node: String { backplane.nodeID }
 
@@ -76,6 +78,7 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
             Task { await trigger.backend?.beat() }
         }
         trigger.backend = self
+        ackBatcher.backend = self
         let seen = lastSeen
         backplane.observeReceived { topic, message in
             guard let room = RoomDirectory.room(ofTopic: topic), case .text(let bytes) = message,
@@ -167,26 +170,38 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     }
 
     func waitForReplicas(of message: ServerEvent.Message) async -> Bool {
+        guard requiredReplicaAcks > 0 else { return true }
+        return await ackBatcher.wait(stream: historyKey(message.room), entry: Self.streamID(messageID: message.id))
+    }
+
+    /// One round of ``ReplicaAckBatcher``: `(stream key, entry id)` of each waiting message →
+    /// whether it is confirmed. One script checks which entries the current master has and
+    /// writes once (WAIT counts the replicas that acknowledged this connection's last write, so
+    /// every earlier write, these messages included, is waited for: after a failover a message
+    /// may be lost, and is then unconfirmed), then one `WAIT` covers them all.
+    fileprivate func confirmRound(_ entries: [(stream: String, entry: String)]) async -> [Bool] {
         let n = requiredReplicaAcks
-        guard n > 0 else { return true }
         let timeout = ReplicaAck.timeout.components.seconds * 1000
             + ReplicaAck.timeout.components.attoseconds / 1_000_000_000_000_000
         do {
-            // WAIT counts the replicas that acknowledged this connection's last write: write
-            // once here (only when the message is on this master: after a failover the message
-            // may be lost), then every write before it, the message included, is waited for.
-            let present = try await ackClient.send(["EVAL", Self.ackScript, "2", historyKey(message.room), key("acks"),
-                                                    Self.streamID(messageID: message.id)])
-            guard present.int == 1 else {
-                logger.warning("a message is not on the current Redis master: unconfirmed",
-                               metadata: ["room": "\(message.room)", "id": "\(message.id)"])
-                return false
+            var request = ["EVAL", Self.ackScript, String(entries.count + 1)]
+            request += entries.map(\.stream)
+            request.append(key("acks"))
+            request += entries.map(\.entry)
+            guard case .array(let flags) = try await ackClient.send(request), flags.count == entries.count else {
+                return entries.map { _ in false }
             }
+            let present = flags.map { $0.int == 1 }
+            if present.contains(false) {
+                logger.warning("messages not on the current Redis master: unconfirmed",
+                               metadata: ["missing": "\(present.filter { !$0 }.count)"])
+            }
+            guard present.contains(true) else { return present }
             let reached = try await ackClient.send("WAIT", String(n), String(timeout)).int ?? 0
-            return reached >= n
+            return present.map { $0 && reached >= n }
         } catch {
             logger.warning("waiting for the replicas failed", metadata: ["error": "\(error)"])
-            return false
+            return entries.map { _ in false }
         }
     }
 
@@ -609,14 +624,23 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         return {id, ms}
         """
 
-    /// KEYS: a room's history stream, the acknowledgement counter. ARGV: a message's stream id.
-    /// Returns 1 after a write (INCR, so that a following `WAIT` on the same connection covers
-    /// every earlier write, the message included) when the message is in the stream, else 0
-    /// (this master does not have it: lost in a failover, or trimmed).
+    /// KEYS: the history stream of each message, then the acknowledgement counter. ARGV: each
+    /// message's stream id. Returns 1 per message in its stream, else 0 (this master does not
+    /// have it: lost in a failover, or trimmed); when any is there, writes once (INCR) so that a
+    /// following `WAIT` on the same connection covers every earlier write.
     static let ackScript = """
-        if #redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1]) == 0 then return 0 end
-        redis.call('INCR', KEYS[2])
-        return 1
+        local out = {}
+        local any = false
+        for i = 1, #ARGV do
+          if #redis.call('XRANGE', KEYS[i], ARGV[i], ARGV[i]) == 0 then
+            out[i] = 0
+          else
+            out[i] = 1
+            any = true
+          end
+        end
+        if any then redis.call('INCR', KEYS[#KEYS]) end
+        return out
         """
 
     /// KEYS: node set, the node's heartbeat key, its member set. ARGV: node, presence key
@@ -682,5 +706,59 @@ private final class ResyncTrigger: Sendable {
     var backend: RedisChatBackend? {
         get { reference.withLock { $0.backend } }
         set { reference.withLock { $0.backend = newValue } }
+    }
+}
+
+/// Confirmations of one process, batched: `WAIT` blocks its connection, so waits sent one per
+/// message would queue behind each other (a hung replica: 2 s each, one after another). A message
+/// arriving while a round runs joins the next one; each round is one check script and one `WAIT`
+/// for every message waiting, so no message waits longer than two rounds. At most
+/// ``maxRound`` messages per round (one per session at a time, so rarely more).
+final class ReplicaAckBatcher: Sendable {
+    private struct Waiter {
+        var stream: String
+        var entry: String
+        var continuation: CheckedContinuation<Bool, Never>
+    }
+    private struct State {
+        var waiting: [Waiter] = []
+        var running = false
+        weak var backend: RedisChatBackend?
+    }
+    private let state = Protected(State())
+    static let maxRound = 1000
+
+    /// Set once, right after the backend is made (weak: the backend owns the batcher).
+    var backend: RedisChatBackend? {
+        get { state.withLock { $0.backend } }
+        set { state.withLock { $0.backend = newValue } }
+    }
+
+    /// Whether the entry is confirmed by the round that takes it.
+    func wait(stream: String, entry: String) async -> Bool {
+        await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+            let start = state.withLock { s -> Bool in
+                s.waiting.append(Waiter(stream: stream, entry: entry, continuation: c))
+                if s.running { return false }
+                s.running = true
+                return true
+            }
+            if start { Task { await self.drain() } }
+        }
+    }
+
+    private func drain() async {
+        while true {
+            let (round, backend) = state.withLock { s -> ([Waiter], RedisChatBackend?) in
+                let round = Array(s.waiting.prefix(Self.maxRound))
+                s.waiting.removeFirst(round.count)
+                if round.isEmpty { s.running = false }
+                return (round, s.backend)
+            }
+            if round.isEmpty { return }
+            let results = await backend?.confirmRound(round.map { ($0.stream, $0.entry) })
+                ?? round.map { _ in false }
+            for (waiter, confirmed) in zip(round, results) { waiter.continuation.resume(returning: confirmed) }
+        }
     }
 }
