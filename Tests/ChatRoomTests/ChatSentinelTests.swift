@@ -184,6 +184,33 @@ struct ChatSentinelTests {
         let retried = try await Self.sendUntilConfirmed(alice, user: "alice", room: "lobby", text: "held", clientID: "h1")
         #expect(retried.id == heldID)
 
+        // Eight senders at once, the replica hung: each gets `unconfirmed`; their waits share
+        // rounds of one WAIT (2 s each). One WAIT per message, queued on the one connection,
+        // would take at least 8 × 2 s.
+        var senders: [TestPeer] = []
+        for i in 0..<8 {
+            let peer = try await TestPeer.connect("s\(i)", url: node.wsURL)
+            try await peer.send(.join(room: "lobby", user: "s\(i)"))
+            try await peer.expect("s\(i)'s history") { $0.type == "history" }
+            senders.append(peer)
+        }
+        kill(replicaPID, SIGSTOP)
+        let burstStart = ContinuousClock.now
+        for (i, peer) in senders.enumerated() {
+            try await peer.send(.message(room: "lobby", text: "burst \(i)", clientID: "b\(i)"))
+        }
+        for (i, peer) in senders.enumerated() {
+            let e = try await Self.answer(peer, user: "s\(i)", text: "burst \(i)")
+            #expect(e.type == "error" && e.error?.code == "unconfirmed", "\(e.raw)")
+        }
+        let burstTime = ContinuousClock.now - burstStart
+        kill(replicaPID, SIGCONT)
+        #expect(burstTime < .seconds(14), "eight unconfirmed answers took \(burstTime)")
+        for i in 0..<8 {
+            _ = try await Self.sendUntilConfirmed(senders[i], user: "s\(i)", room: "lobby", text: "burst \(i)", clientID: "b\(i)")
+        }
+        for peer in senders { await peer.close() }
+
         // The HTTP POST the same way: 503 `unconfirmed` with the id, then 200 with that id.
         let messagesURL = "\(node.httpURL)v1/rooms/lobby/messages"
         let postBody = #"{"user":"deploy-bot","text":"via http","client_id":"p1"}"#
@@ -219,7 +246,9 @@ struct ChatSentinelTests {
         try await alice.expect("bob typing") { $0.type == "typing" }
         let history = try await Self.rejoinHistory("carol", server: node, room: "lobby", since: 0)
         let texts = (history.messages ?? []).compactMap(\.text)
-        #expect(texts == ["replicated", "held", "via http"], "\(texts)")
+        // The burst's senders raced each other: any order among them, each once.
+        #expect(texts.count == 11 && Array(texts.prefix(2)) == ["replicated", "held"] && texts.last == "via http"
+                && texts.dropFirst(2).dropLast().sorted() == (0..<8).map { "burst \($0)" }, "\(texts)")
         #expect(await bob.events.filter { $0.type == "message" && $0.text?.hasPrefix("lonely") == true }.isEmpty)
         #expect(await alice.events.filter { $0.type == "message" && $0.text?.hasPrefix("lonely") == true }.isEmpty)
     }
