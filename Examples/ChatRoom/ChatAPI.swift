@@ -9,7 +9,9 @@ import SwitchboardCore
 /// - `POST /v1/rooms/{room}/messages` with `{"user","text","client_id"?}`: stored and broadcast
 ///   like a chat message (to every process sharing the Redis, through the backplane envelope);
 ///   `200 {"id":N,"ts":T}`. A `client_id` seen in the room within
-///   ``ChatLimits/clientIDWindow`` returns the message stored then (a safe retry).
+///   ``ChatLimits/clientIDWindow`` returns the message stored then (a safe retry). With
+///   `--redis-min-replicas-ack` above 0, answered once the replicas acknowledged it, else `503`
+///   `unconfirmed` (the body's `error.id` is the message's id) or `503` `unavailable`.
 /// - `GET /v1/rooms/{room}/messages?before=ID&limit=N`: one page of history, oldest first, and
 ///   `next`, the `before` of the next older page (null at the oldest).
 ///
@@ -73,7 +75,12 @@ struct ChatAPI: Sendable {
             return Self.response(for: error)
         }
         do {
-            let stored = try await backend.post(room: room, user: user, text: text, clientID: clientID)
+            let outcome = try await backend.postReportingRetry(room: room, user: user, text: text, clientID: clientID)
+            let stored = outcome.message
+            // With --redis-min-replicas-ack: answered once the replicas acknowledged it.
+            guard await backend.waitForReplicas(of: stored) else {
+                return Self.response(for: .unconfirmed(id: stored.id))
+            }
             return .json(status: 200, "{\"id\":\(stored.id),\"ts\":\(stored.ts)}")
         } catch {
             return Self.response(for: error as? ChatError ?? .internalError)
@@ -171,12 +178,17 @@ struct ChatAPI: Sendable {
     static func response(for error: ChatError) -> HTTPResponse {
         let status: Int
         switch (error.type, error.code) {
-        case (_, ChatError.unavailable.code): status = 503
+        case (_, ChatError.unavailable.code), (_, "unconfirmed"): status = 503
         case ("invalid_request_error", _): status = 400
         case ("authentication_error", _): status = 401
         case ("permission_error", _): status = 403
         case ("rate_limit_error", _): status = 429
         default: status = 500
+        }
+        if let id = error.messageID {
+            // `unconfirmed`: the error body plus the stored message's id.
+            let message = String(decoding: (try? JSONEncoder().encode(error.message)) ?? Data("\"\"".utf8), as: UTF8.self)
+            return .json(status: status, "{\"error\":{\"code\":\"\(error.code)\",\"id\":\(id),\"message\":\(message),\"type\":\"\(error.type)\"}}")
         }
         return .error(status: status, message: error.message, type: HTTPErrorType(rawValue: error.type), code: error.code)
     }

@@ -96,6 +96,31 @@ protocol ChatBackend: Sendable {
     func messages(room: String, after id: Int64) async throws -> (messages: [ServerEvent.Message], complete: Bool)
     /// Stops (closes the database or the Redis connections).
     func close() async
+    /// Replicas that must acknowledge a message before its sender is told it is stored
+    /// (`--redis-min-replicas-ack`, fixed at start-up); 0: the sender's echo is not held.
+    var requiredReplicaAcks: Int { get }
+    /// As ``post(room:user:text:clientID:)``, and whether the message was stored by an earlier
+    /// post with the same client id (a retry: not broadcast again). With
+    /// ``requiredReplicaAcks`` above 0, fails with `unavailable` (nothing stored) when the
+    /// master has fewer replicas online.
+    func postReportingRetry(room: String, user: String, text: String, clientID: String?) async throws -> PostOutcome
+    /// Whether `message` is on the current master and acknowledged by ``requiredReplicaAcks``
+    /// replicas within ``ReplicaAck/timeout`` (`WAIT`): false on timeout, when the master changed
+    /// and the message is not there, or when Redis is unreachable.
+    func waitForReplicas(of message: ServerEvent.Message) async -> Bool
+}
+
+/// A stored message, and whether an earlier post with the same client id stored it.
+struct PostOutcome: Sendable {
+    var message: ServerEvent.Message
+    var isRetry: Bool
+}
+
+/// How long a sender's confirmation waits for the replicas (`WAIT`'s timeout).
+enum ReplicaAck {
+    /// Replication on a healthy network takes milliseconds; two seconds rides out a busy
+    /// replica without holding a sender for long.
+    static let timeout: Duration = .seconds(2)
 }
 
 /// The single-process backend: presence in memory, history in SQLite.
@@ -145,4 +170,15 @@ extension ChatBackend {
     func post(room: String, user: String, text: String) async throws -> ServerEvent.Message {
         try await post(room: room, user: user, text: text, clientID: nil)
     }
+
+    /// No replicas to wait for.
+    var requiredReplicaAcks: Int { 0 }
+
+    /// The plain post, never reported as a retry (used only with ``requiredReplicaAcks`` 0).
+    func postReportingRetry(room: String, user: String, text: String, clientID: String?) async throws -> PostOutcome {
+        PostOutcome(message: try await post(room: room, user: user, text: text, clientID: clientID), isRetry: false)
+    }
+
+    /// Nothing to wait for: true.
+    func waitForReplicas(of message: ServerEvent.Message) async -> Bool { true }
 }

@@ -103,6 +103,9 @@ struct ChatSession {
             }
         case .message(let room, let text, let clientID):
             guard let user = joined[room] else { return try await reply(.error(.notJoined(room))) }
+            if backend.requiredReplicaAcks > 0 {
+                return try await postConfirmed(room: room, user: user, text: text, clientID: clientID)
+            }
             do {
                 // A retry (a client id seen in the room within 10 minutes): neither stored nor
                 // broadcast again; the first one reached the room, or the re-join's history.
@@ -217,6 +220,40 @@ struct ChatSession {
             guard let id = MessageEventID.of(payload) else { return .deliver }
             return id <= newest ? .skip : .deliverAndStopFiltering
         }
+    }
+
+    /// A `message` with `--redis-min-replicas-ack` above 0: the sender's confirmation (its own
+    /// echo, carrying the id) is held until the replicas acknowledged the message. The room's
+    /// events are held for this connection from before the post until the wait is over, so the
+    /// echo keeps its place among them. Confirmed: the held events go out (the echo among them;
+    /// for a retry, which is not broadcast again, the stored message is sent to the sender
+    /// only). Not confirmed in time: the echo is dropped for the sender, who gets an
+    /// `unconfirmed` error with the id instead; the others got the message as usual.
+    private func postConfirmed(room: String, user: String, text: String, clientID: String?) async throws {
+        let catchUp = await server.subscribeCatchingUp(connection, to: RoomDirectory.topic(room))
+        let outcome: PostOutcome
+        do {
+            outcome = try await backend.postReportingRetry(room: room, user: user, text: text, clientID: clientID)
+        } catch {
+            await catchUp.cancel()
+            return try await reply(.error(error as? ChatError ?? .internalError))
+        }
+        let id = outcome.message.id
+        if await backend.waitForReplicas(of: outcome.message) {
+            if outcome.isRetry {
+                try await catchUp.finish(sending: .text(Array(ServerEvent.message(outcome.message).line.utf8)))
+            } else {
+                await catchUp.cancel()
+            }
+            return
+        }
+        // The echo may still be on its way (pub/sub): the filter stays until a newer message.
+        try await catchUp.finish(sending: nil) { payload in
+            guard let other = MessageEventID.of(payload) else { return .deliver }
+            if other == id { return .skip }
+            return other > id ? .deliverAndStopFiltering : .deliver
+        }
+        try await reply(.error(.unconfirmed(id: id)))
     }
 
     private func reply(_ event: ServerEvent) async throws {

@@ -39,6 +39,15 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     /// from Redis, or in a history it read). After a pub/sub loss, what follows it in the
     /// room's stream is what this process's clients missed.
     private let lastSeen = LastSeenIDs()
+    /// A connection of its own for `WAIT` (which blocks its connection), to the same URL: after
+    /// a failover it follows the sentinels to the new master like ``redis``.
+    let ackClient: RedisClient
+    /// `--redis-min-replicas-ack`, fixed by ``configureReplicaAcks(_:)`` before serving.
+    private let acks = Atomic<Int>(0)
+    /// Whether the URL names sentinels (`/healthz` reports the mode).
+    let usesSentinel: Bool
+    /// Concurrent confirmations share one `WAIT` (see ``ReplicaAckBatcher``).
+    private let ackBatcher = ReplicaAckBatcher()
 
     var node: String { backplane.nodeID }
 
@@ -52,6 +61,8 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         self.prefix = prefix
         self.presenceTTL = presenceTTL
         self.logger = logger
+        ackClient = try RedisClient(url: url, logger: logger)
+        usesSentinel = url.sentinels != nil
         let flag = resyncNeeded
         let up = commandsConnected
         let trigger = ResyncTrigger()
@@ -67,6 +78,7 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
             Task { await trigger.backend?.beat() }
         }
         trigger.backend = self
+        ackBatcher.backend = self
         let seen = lastSeen
         backplane.observeReceived { topic, message in
             guard let room = RoomDirectory.room(ofTopic: topic), case .text(let bytes) = message,
@@ -124,6 +136,93 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         }
     }
 
+    var requiredReplicaAcks: Int { acks.load(ordering: .acquiring) }
+
+    /// Fixes ``requiredReplicaAcks`` at start-up: `requested` when given, else 1 when the master
+    /// reports a replica online (`INFO replication`), else 0. Tries for up to `patience` while
+    /// Redis does not answer, then throws (a default cannot be chosen without the master).
+    func configureReplicaAcks(_ requested: Int?, patience: Duration = .seconds(15)) async throws -> Int {
+        if let requested {
+            acks.store(requested, ordering: .releasing)
+            return requested
+        }
+        let deadline = ContinuousClock.now + patience
+        while true {
+            do {
+                let info = try await redis.send("INFO", "replication")
+                let online = Self.onlineReplicas(info.string ?? "")
+                let n = online > 0 ? 1 : 0
+                acks.store(n, ordering: .releasing)
+                return n
+            } catch {
+                guard ContinuousClock.now < deadline else {
+                    throw ChatBackendFailure(description: "cannot ask the Redis master for its replicas (\(error)); "
+                                             + "give --redis-min-replicas-ack explicitly")
+                }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+        }
+    }
+
+    /// Replicas whose `INFO replication` line says `state=online`.
+    static func onlineReplicas(_ info: String) -> Int {
+        info.split(whereSeparator: \.isNewline).filter { $0.hasPrefix("slave") && $0.contains("state=online") }.count
+    }
+
+    func waitForReplicas(of message: ServerEvent.Message) async -> Bool {
+        guard requiredReplicaAcks > 0 else { return true }
+        return await ackBatcher.wait(stream: historyKey(message.room), entry: Self.streamID(messageID: message.id))
+    }
+
+    /// One round of ``ReplicaAckBatcher``: `(stream key, entry id)` of each waiting message →
+    /// whether it is confirmed. One script checks which entries the current master has and
+    /// writes once (WAIT counts the replicas that acknowledged this connection's last write, so
+    /// every earlier write, these messages included, is waited for: after a failover a message
+    /// may be lost, and is then unconfirmed), then one `WAIT` covers them all.
+    fileprivate func confirmRound(_ entries: [(stream: String, entry: String)]) async -> [Bool] {
+        let n = requiredReplicaAcks
+        let timeout = ReplicaAck.timeout.components.seconds * 1000
+            + ReplicaAck.timeout.components.attoseconds / 1_000_000_000_000_000
+        do {
+            var request = ["EVAL", Self.ackScript, String(entries.count + 1)]
+            request += entries.map(\.stream)
+            request.append(key("acks"))
+            request += entries.map(\.entry)
+            guard case .array(let flags) = try await ackClient.send(request), flags.count == entries.count else {
+                return entries.map { _ in false }
+            }
+            let present = flags.map { $0.int == 1 }
+            if present.contains(false) {
+                logger.warning("messages not on the current Redis master: unconfirmed",
+                               metadata: ["missing": "\(present.filter { !$0 }.count)"])
+            }
+            guard present.contains(true) else { return present }
+            let reached = try await ackClient.send("WAIT", String(n), String(timeout)).int ?? 0
+            return present.map { $0 && reached >= n }
+        } catch {
+            logger.warning("waiting for the replicas failed", metadata: ["error": "\(error)"])
+            return entries.map { _ in false }
+        }
+    }
+
+    /// `/healthz`: whether Redis serves this node (its connection up, its users written
+    /// again), whether it is degraded (pub/sub down, or fewer replicas online than
+    /// ``requiredReplicaAcks``: messages fail), and the master in use.
+    func health(backplaneConnected: Bool) async -> (serving: Bool, degraded: Bool, master: String?) {
+        let master = await redis.serverAddress
+        guard isReady, let master else { return (false, true, nil) }
+        var degraded = !backplaneConnected
+        let n = requiredReplicaAcks
+        if n > 0 {
+            if let info = try? await redis.send("INFO", "replication").string {
+                degraded = degraded || Self.onlineReplicas(info) < n
+            } else {
+                return (false, true, nil)
+            }
+        }
+        return (true, degraded, master.description)
+    }
+
     /// Whether this backend's own Redis connection is up and, after a reconnection, this node's
     /// users are written again (`/healthz` reports 503 otherwise).
     var isReady: Bool { commandsConnected.isSet && !resyncNeeded.isSet }
@@ -164,6 +263,7 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         _ = try? await redis.send("DEL", aliveKey(node))
         _ = try? await redis.send("SREM", nodesKey, node)
         await redis.close()
+        await ackClient.close()
     }
 
     // MARK: Presence
@@ -231,6 +331,10 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     // MARK: History
 
     func post(room: String, user: String, text: String, clientID: String?) async throws -> ServerEvent.Message {
+        try await postReportingRetry(room: room, user: user, text: text, clientID: clientID).message
+    }
+
+    func postReportingRetry(room: String, user: String, text: String, clientID: String?) async throws -> PostOutcome {
         // The event line with sentinels where the script puts the id and the timestamp: the
         // same JSON as every other event (sorted keys, same escaping).
         let template = ServerEvent(type: "message", id: Self.idSentinel, ts: Self.tsSentinel, room: room, user: user,
@@ -254,6 +358,7 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         let arguments: [[UInt8]] = [
             Array(String(streamLength).utf8), Array(user.utf8), Array(text.utf8), Array(channel.utf8),
             headBytes, Array(middle.utf8), Array(tail.utf8), Array(window.utf8),
+            Array(String(requiredReplicaAcks).utf8),
         ]
         request.append(contentsOf: arguments)
         let reply = try await Self.unavailableIfDown { () async throws(RedisError) -> RESPValue in
@@ -263,11 +368,18 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
               let ts = parts[1].int else {
             throw ChatBackendFailure(description: "unexpected reply to the post script: \(reply)")
         }
+        // Fewer replicas online than the confirmation needs: nothing stored.
+        if id < 0 {
+            logger.warning("a message refused: fewer Redis replicas online than --redis-min-replicas-ack",
+                           metadata: ["online": "\(ts)", "required": "\(requiredReplicaAcks)"])
+            throw ChatError.unavailable
+        }
         // A retry: the message stored the first time (its user and text as kept in the stream).
         if parts.count == 4, let storedUser = parts[2].string, let storedText = parts[3].string {
-            return ServerEvent.Message(id: id, room: room, user: storedUser, text: storedText, ts: ts)
+            return PostOutcome(message: ServerEvent.Message(id: id, room: room, user: storedUser, text: storedText, ts: ts),
+                               isRetry: true)
         }
-        return ServerEvent.Message(id: id, room: room, user: user, text: text, ts: ts)
+        return PostOutcome(message: ServerEvent.Message(id: id, room: room, user: user, text: text, ts: ts), isRetry: false)
     }
 
     func history(room: String, before: Int64?, limit: Int) async throws -> HistoryPage {
@@ -453,12 +565,20 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     /// KEYS: history stream, last-id key, the room's trimmed-id key, the reset key, and for a
     /// post with a client id its key. ARGV: max length, user, text, channel, envelope header
     /// plus the JSON before the id, the JSON between id and ts, the JSON after ts, the client
-    /// id's lifetime in seconds. Returns {id, ts}; when the client id's key exists (a retry
+    /// id's lifetime in seconds, the replicas a confirmation needs (0: none). Returns {-1, online}
+    /// without storing anything when fewer replicas than that are online (`INFO replication`).
+    /// Returns {id, ts}; when the client id's key exists (a retry
     /// within its lifetime), nothing is stored or published and it returns {id, ts, user, text}
     /// of the message stored then (user and text from the stream, or the ones given when that
     /// entry was trimmed). The stream is trimmed exactly to its length, remembering the newest
     /// trimmed entry (a `since` at or above it is complete).
     static let postScript = """
+        local need = tonumber(ARGV[9] or '0') or 0
+        if need > 0 then
+          local online = 0
+          for _ in string.gmatch(redis.call('INFO', 'replication'), 'state=online') do online = online + 1 end
+          if online < need then return {-1, online} end
+        end
         if KEYS[5] then
           local prev = redis.call('GET', KEYS[5])
           if prev then
@@ -502,6 +622,25 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         redis.call('PUBLISH', ARGV[4], ARGV[5] .. ids .. ARGV[6] .. mss .. ARGV[7])
         if KEYS[5] then redis.call('SET', KEYS[5], ids .. ' ' .. mss, 'EX', ARGV[8]) end
         return {id, ms}
+        """
+
+    /// KEYS: the history stream of each message, then the acknowledgement counter. ARGV: each
+    /// message's stream id. Returns 1 per message in its stream, else 0 (this master does not
+    /// have it: lost in a failover, or trimmed); when any is there, writes once (INCR) so that a
+    /// following `WAIT` on the same connection covers every earlier write.
+    static let ackScript = """
+        local out = {}
+        local any = false
+        for i = 1, #ARGV do
+          if #redis.call('XRANGE', KEYS[i], ARGV[i], ARGV[i]) == 0 then
+            out[i] = 0
+          else
+            out[i] = 1
+            any = true
+          end
+        end
+        if any then redis.call('INCR', KEYS[#KEYS]) end
+        return out
         """
 
     /// KEYS: node set, the node's heartbeat key, its member set. ARGV: node, presence key
@@ -567,5 +706,59 @@ private final class ResyncTrigger: Sendable {
     var backend: RedisChatBackend? {
         get { reference.withLock { $0.backend } }
         set { reference.withLock { $0.backend = newValue } }
+    }
+}
+
+/// Confirmations of one process, batched: `WAIT` blocks its connection, so waits sent one per
+/// message would queue behind each other (a hung replica: 2 s each, one after another). A message
+/// arriving while a round runs joins the next one; each round is one check script and one `WAIT`
+/// for every message waiting, so no message waits longer than two rounds. At most
+/// ``maxRound`` messages per round (one per session at a time, so rarely more).
+final class ReplicaAckBatcher: Sendable {
+    private struct Waiter {
+        var stream: String
+        var entry: String
+        var continuation: CheckedContinuation<Bool, Never>
+    }
+    private struct State {
+        var waiting: [Waiter] = []
+        var running = false
+        weak var backend: RedisChatBackend?
+    }
+    private let state = Protected(State())
+    static let maxRound = 1000
+
+    /// Set once, right after the backend is made (weak: the backend owns the batcher).
+    var backend: RedisChatBackend? {
+        get { state.withLock { $0.backend } }
+        set { state.withLock { $0.backend = newValue } }
+    }
+
+    /// Whether the entry is confirmed by the round that takes it.
+    func wait(stream: String, entry: String) async -> Bool {
+        await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+            let start = state.withLock { s -> Bool in
+                s.waiting.append(Waiter(stream: stream, entry: entry, continuation: c))
+                if s.running { return false }
+                s.running = true
+                return true
+            }
+            if start { Task { await self.drain() } }
+        }
+    }
+
+    private func drain() async {
+        while true {
+            let (round, backend) = state.withLock { s -> ([Waiter], RedisChatBackend?) in
+                let round = Array(s.waiting.prefix(Self.maxRound))
+                s.waiting.removeFirst(round.count)
+                if round.isEmpty { s.running = false }
+                return (round, s.backend)
+            }
+            if round.isEmpty { return }
+            let results = await backend?.confirmRound(round.map { ($0.stream, $0.entry) })
+                ?? round.map { _ in false }
+            for (waiter, confirmed) in zip(round, results) { waiter.continuation.resume(returning: confirmed) }
+        }
     }
 }

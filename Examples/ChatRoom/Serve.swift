@@ -22,6 +22,8 @@ struct Serve: AsyncParsableCommand {
     var presenceTtl: Int = 15
     @Option(help: "Messages each room's Redis stream keeps (with --redis; 1...1000000); older ones are trimmed and no longer paged back to.")
     var redisHistory = ChatLimits.defaultRedisHistory
+    @Option(help: "Replicas that must acknowledge a message (Redis WAIT) before its sender is told it is stored (with --redis; 0...16). Default: 1 when the master has a replica online at start-up, else 0. Fixed at start-up.")
+    var redisMinReplicasAck: Int?
     @Option(help: "Require this bearer token (Authorization header or ?token=). Default: $CHAT_TOKEN.") var token: String?
     @Option(help: "PEM certificate chain file (enables https/wss).") var tlsCert: String?
     @Option(help: "PEM private key file.") var tlsKey: String?
@@ -57,6 +59,10 @@ struct Serve: AsyncParsableCommand {
         if !(1...86_400).contains(presenceTtl) { throw ValidationError("--presence-ttl must be 1...86400 seconds") }
         if !(1...ChatLimits.maxRedisHistory).contains(redisHistory) {
             throw ValidationError("--redis-history must be 1...\(ChatLimits.maxRedisHistory) messages")
+        }
+        if let redisMinReplicasAck {
+            if redis == nil { throw ValidationError("--redis-min-replicas-ack needs --redis") }
+            if !(0...16).contains(redisMinReplicasAck) { throw ValidationError("--redis-min-replicas-ack must be 0...16") }
         }
         if let redis {
             do { _ = try RedisURL(redis) } catch { throw ValidationError("--redis: \(error)") }
@@ -96,6 +102,12 @@ struct Serve: AsyncParsableCommand {
                                               backplane: redisSetup.backplane, prefix: redisPrefix,
                                               presenceTTL: .seconds(presenceTtl), historyLength: redisHistory,
                                               logger: redisLogger)
+            do {
+                _ = try await shared.configureReplicaAcks(redisMinReplicasAck)
+            } catch {
+                await shared.close()
+                throw ValidationError("\(error)")
+            }
             shared.start()
             backend = shared
         } else {
@@ -159,12 +171,15 @@ struct Serve: AsyncParsableCommand {
                                     headers: ["Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"],
                                     body: Array(WebPage.html.utf8))
             case ("GET", "/healthz"):
-                guard let backplane else { return .json(status: 200, #"{"status":"ok"}"#) }
-                // With --redis: 503 while Redis is not there (the three connections up, every room
-                // re-subscribed, this node's users written again after a reconnection).
-                return backplane.isConnected && redisBackend?.isReady != false
-                    ? .json(status: 200, #"{"status":"ok","redis":"connected"}"#)
-                    : .json(status: 503, #"{"status":"degraded","redis":"disconnected"}"#)
+                guard let backplane, let redisBackend else { return .json(status: 200, #"{"status":"ok"}"#) }
+                // With --redis: 503 only while Redis does not serve this node (its connection
+                // down, or its users not written again yet after a reconnection); 200 "degraded"
+                // while pub/sub is down or fewer replicas than --redis-min-replicas-ack are online.
+                let health = await redisBackend.health(backplaneConnected: backplane.isConnected)
+                let mode = redisBackend.usesSentinel ? "sentinel" : "standalone"
+                let master = health.master.map { "\"\($0)\"" } ?? "null"
+                let body = "{\"redis\":{\"master\":\(master),\"mode\":\"\(mode)\"},\"status\":\"\(health.degraded ? "degraded" : "ok")\"}"
+                return .json(status: health.serving ? 200 : 503, body)
             case ("GET", PrometheusMetrics.path):
                 // Counters only; with --api-key-file the key is required (401 without), else open.
                 if case .denied(let response) = access.checkKey(head) { return response }

@@ -8,6 +8,8 @@ struct ServerEvent: Codable, Sendable {
         var type: String
         var code: String
         var retry_after: Double?
+        /// In `unconfirmed`: the message's id.
+        var id: Int64? = nil
     }
 
     /// A stored message, as sent in `history`: the same fields as a `message` event.
@@ -61,7 +63,7 @@ struct ServerEvent: Codable, Sendable {
     }
 
     static func error(_ e: ChatError) -> Self {
-        .init(type: "error", error: ErrorBody(message: e.message, type: e.type, code: e.code, retry_after: e.retryAfter))
+        .init(type: "error", error: ErrorBody(message: e.message, type: e.type, code: e.code, retry_after: e.retryAfter, id: e.messageID))
     }
 
     /// Compact JSON plus `\n`: one line.

@@ -47,6 +47,8 @@ package struct ChatError: Error, Equatable, Sendable {
     package var type: String
     package var code: String
     package var retryAfter: Double?
+    /// In `unconfirmed`: the id of the message stored (and broadcast) but not confirmed.
+    package var messageID: Int64? = nil
 
     package static func invalidJSON(_ detail: String) -> Self {
         .init(message: "invalid JSON: \(detail)", type: "invalid_request_error", code: "invalid_json")
@@ -104,6 +106,13 @@ package struct ChatError: Error, Equatable, Sendable {
                                                  type: "invalid_request_error", code: "refresh_unsupported")
     package static let unavailable = Self(message: "the chat's shared storage (Redis) is unreachable; try again shortly",
                                           type: "api_error", code: "unavailable")
+    /// The message was stored and broadcast (it has `id`), but fewer replicas than
+    /// `--redis-min-replicas-ack` acknowledged it within the wait (`WAIT`): it may or may not
+    /// survive the loss of the master. Retry with the same `client_id` to learn.
+    package static func unconfirmed(id: Int64) -> Self {
+        .init(message: "the message was stored but not confirmed by enough Redis replicas in time; it may be lost if the master fails (retry with the same client_id)",
+              type: "api_error", code: "unconfirmed", messageID: id)
+    }
     package static let internalError = Self(message: "internal server error", type: "internal_server_error", code: "internal")
 }
 

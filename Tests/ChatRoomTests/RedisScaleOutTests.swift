@@ -13,14 +13,17 @@ import Testing
 /// Serialized: each test runs three processes and a Redis.
 @Suite(.serialized, .timeLimit(.minutes(5)))
 struct RedisScaleOutTests {
-    /// Waits until the server's `/healthz` answers 200 (with --redis: both Redis connections up
-    /// and every room re-subscribed).
+    /// Waits until the server's `/healthz` answers 200 with `"status":"ok"` (with --redis: both
+    /// Redis connections up, every room re-subscribed, and as many replicas online as
+    /// `--redis-min-replicas-ack`; a 200 `"degraded"` means Redis serves but pub/sub is down).
     static func waitUntilHealthy(_ server: ChatServerProcess, timeout: Duration = .seconds(60)) async throws {
         let deadline = ContinuousClock.now + timeout
         let url = try #require(URL(string: "http://127.0.0.1:\(server.port)/healthz"))
         while true {
-            if let (_, response) = try? await URLSession.shared.data(from: url),
-               (response as? HTTPURLResponse)?.statusCode == 200 {
+            if let (data, response) = try? await URLSession.shared.data(from: url),
+               (response as? HTTPURLResponse)?.statusCode == 200,
+               let body = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+               body["status"] as? String == "ok" {
                 return
             }
             if ContinuousClock.now >= deadline { throw TestFailure("\(url) never became healthy") }

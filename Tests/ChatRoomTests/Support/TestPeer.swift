@@ -5,7 +5,11 @@ import ChatRoomCore
 
 /// A server event as the tests see it.
 struct Event: Decodable, Sendable, CustomStringConvertible {
-    struct ErrorBody: Decodable, Sendable { var message: String; var type: String; var code: String; var retry_after: Double? }
+    struct ErrorBody: Decodable, Sendable {
+        var message: String; var type: String; var code: String; var retry_after: Double?
+        /// In `unconfirmed`: the id of the message stored but not confirmed.
+        var id: Int64?
+    }
     var type: String
     var id: Int64?
     var ts: Int64?
