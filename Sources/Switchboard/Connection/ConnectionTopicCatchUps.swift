@@ -1,23 +1,36 @@
 /// One connection's topics in catch-up (``TopicCatchUp``): the publications held for each, and
-/// the filter applied after. Allocated on first use, so a connection that never catches up
+/// the filters applied after. Allocated on first use, so a connection that never catches up
 /// pays one pointer. Confined to the connection's event loop.
+///
+/// A catch-up that begins while an earlier one's filter is still waiting (for a late
+/// publication it must skip) keeps that filter: the filters form a chain, every publication
+/// goes through each, one that any filter skips is not sent, and each filter leaves the chain
+/// when it answers ``TopicCatchUpDecision/deliverAndStopFiltering``.
 final class ConnectionTopicCatchUps {
+    typealias Filter = @Sendable ([UInt8]) -> TopicCatchUpDecision
+
+    /// The most filters kept per topic; beyond it the oldest is dropped. A filter normally
+    /// stops at the first newer publication, so only a topic that stays silent keeps several.
+    static let maximumFilters = 16
+
     struct Entry {
         /// Tells a finished or cancelled catch-up from a newer one of the same topic.
         var generation: UInt64
         var holding = true
         var held: [TopicPublication] = []
         var heldBytes = 0
-        var filter: (@Sendable ([UInt8]) -> TopicCatchUpDecision)?
+        /// Oldest first: those of earlier catch-ups still filtering, then this one's.
+        var filters: [Filter] = []
     }
 
     var entries: [String: Entry] = [:]
     private var lastGeneration: UInt64 = 0
 
-    /// Starts (or restarts) holding `topic`; returns the catch-up's generation.
+    /// Starts (or restarts) holding `topic`; returns the catch-up's generation. A restarted
+    /// catch-up drops what the earlier one held (its finish covers them) but keeps its filters.
     func begin(_ topic: String) -> UInt64 {
         lastGeneration &+= 1
-        entries[topic] = Entry(generation: lastGeneration)
+        entries[topic] = Entry(generation: lastGeneration, filters: entries[topic]?.filters ?? [])
         return lastGeneration
     }
 
@@ -33,30 +46,48 @@ final class ConnectionTopicCatchUps {
             entries[publication.topic] = entry
             return .held(overLimit: entry.heldBytes > limit)
         }
-        guard let filter = entry.filter else {
-            entries[publication.topic] = nil
-            return .deliver
+        return passes(publication.topic, publication.payload) ? .deliver : .skip
+    }
+
+    /// Runs `payload` through `topic`'s filters (its catch-up no longer holding): whether it is
+    /// sent. Every filter sees it; those that stop leave the chain, and the entry goes with the last.
+    func passes(_ topic: String, _ payload: [UInt8]) -> Bool {
+        guard var entry = entries[topic], !entry.holding else { return true }
+        var deliver = true
+        var kept: [Filter] = []
+        kept.reserveCapacity(entry.filters.count)
+        for filter in entry.filters {
+            switch filter(payload) {
+            case .skip:
+                deliver = false
+                kept.append(filter)
+            case .deliver:
+                kept.append(filter)
+            case .deliverAndStopFiltering:
+                break
+            }
         }
-        switch filter(publication.payload) {
-        case .skip: return .skip
-        case .deliver: return .deliver
-        case .deliverAndStopFiltering:
-            entries[publication.topic] = nil
-            return .deliver
+        if kept.isEmpty {
+            entries[topic] = nil
+        } else {
+            entry.filters = kept
+            entries[topic] = entry
         }
+        return deliver
     }
 
     /// Ends holding for the catch-up `generation` of `topic`: returns what was held (nil if that
-    /// catch-up is no longer current) and keeps `filter` for later publications.
-    func release(_ topic: String, generation: UInt64,
-                 filter: (@Sendable ([UInt8]) -> TopicCatchUpDecision)?) -> [TopicPublication]? {
+    /// catch-up is no longer current) and adds `filter` to the chain for later publications.
+    /// The caller sends what was held through ``passes(_:_:)``, in order, with no suspension.
+    func release(_ topic: String, generation: UInt64, filter: Filter?) -> [TopicPublication]? {
         guard var entry = entries[topic], entry.generation == generation, entry.holding else { return nil }
         let held = entry.held
         entry.held = []
         entry.heldBytes = 0
         entry.holding = false
-        entry.filter = filter
-        entries[topic] = filter == nil ? nil : entry
+        if let filter { entry.filters.append(filter) }
+        if entry.filters.count > Self.maximumFilters { entry.filters.removeFirst(entry.filters.count - Self.maximumFilters) }
+        entries[topic] = entry.filters.isEmpty ? nil : entry
         return held
     }
 }

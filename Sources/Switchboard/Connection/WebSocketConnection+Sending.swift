@@ -258,21 +258,7 @@ extension WebSocketConnection {
         // From here to the end no suspension: the held publications go out before any later one.
         guard let catchUps = topicCatchUps,
               let held = catchUps.release(topic, generation: generation, filter: filter) else { return }
-        var filtering = filter
-        for publication in held {
-            if let f = filtering {
-                switch f(publication.payload) {
-                case .skip:
-                    continue
-                case .deliver:
-                    break
-                case .deliverAndStopFiltering:
-                    filtering = nil
-                    if catchUps.entries[topic]?.generation == generation { catchUps.entries[topic] = nil }
-                }
-            }
-            _ = sendPublication(publication)
-        }
+        for publication in held where catchUps.passes(topic, publication.payload) { _ = sendPublication(publication) }
         if catchUps.entries.isEmpty { topicCatchUps = nil }
     }
 
@@ -297,7 +283,7 @@ extension WebSocketConnection {
         // No suspension from here: the held publications go out before any later one.
         guard let catchUps = topicCatchUps,
               let held = catchUps.release(topic, generation: generation, filter: nil) else { return }
-        for publication in held { _ = sendPublication(publication) }
+        for publication in held where catchUps.passes(topic, publication.payload) { _ = sendPublication(publication) }
         if catchUps.entries.isEmpty { topicCatchUps = nil }
     }
 
@@ -305,7 +291,7 @@ extension WebSocketConnection {
     func cancelCatchUp(topic: String, generation: UInt64) async {
         guard let catchUps = topicCatchUps,
               let held = catchUps.release(topic, generation: generation, filter: nil) else { return }
-        for publication in held { _ = sendPublication(publication) }
+        for publication in held where catchUps.passes(topic, publication.payload) { _ = sendPublication(publication) }
         if catchUps.entries.isEmpty { topicCatchUps = nil }
     }
 }

@@ -20,6 +20,12 @@ import SwitchboardCore
 /// `filter` lets through, in order, then lets live publications flow, still passing them
 /// through `filter` until it answers ``TopicCatchUpDecision/deliverAndStopFiltering``.
 ///
+/// A new catch-up of the same topic on the same connection, begun while an earlier one's
+/// filter is still waiting for a publication to skip (a late one), keeps that filter: each
+/// publication then goes through every filter still active, oldest first, and is sent only if
+/// none skips it; each filter leaves when it says stop (at most 16 are kept per topic, the
+/// oldest dropped beyond that).
+///
 /// Bounded: the held publications count against the connection's
 /// ``WebSocketConfiguration/outboundLimit``; above it the connection is closed with 1013 like
 /// any slow consumer. A catch-up never finished keeps holding (until that limit): always call
@@ -40,7 +46,8 @@ public struct TopicCatchUp: Sendable {
         try await connection.finishCatchUp(topic: topic, generation: generation, first: first, filter: filter)
     }
 
-    /// Stops holding: the held publications are delivered as they are, and live ones flow again.
+    /// Stops holding: the held publications are delivered as they are (through the filters of
+    /// earlier catch-ups still active, if any), and live ones flow again.
     public func cancel() async {
         try? await connection.finishCatchUp(topic: topic, generation: generation, first: nil, filter: nil)
     }
@@ -52,6 +59,7 @@ public enum TopicCatchUpDecision: Sendable, Equatable {
     case skip
     /// Sent; later publications are still filtered.
     case deliver
-    /// Sent, and the filter is dropped: every later publication is sent as usual.
+    /// Sent, and the filter is dropped: every later publication is sent as usual (unless the
+    /// filter of another catch-up of the topic, still active, skips it).
     case deliverAndStopFiltering
 }
