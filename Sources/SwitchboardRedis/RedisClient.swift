@@ -38,10 +38,12 @@ public final class RedisClient: Sendable {
 
     /// A client for `url` (not connected yet). `group` provides the event loop (the shared one
     /// by default); state changes (connected, reconnected, disconnected) go to `onStateChange`,
-    /// on the client's loop: keep it short.
+    /// on the client's loop: keep it short. A Redis Cluster URL (`redis-cluster://`) throws
+    /// `.invalidArgument`: the cluster client is not there yet.
     public init(url: RedisURL, configuration: RedisConfiguration = RedisConfiguration(),
                 group: EventLoopGroup? = nil, logger: Logger = Logger(label: "switchboard.redis"),
                 onStateChange: (@Sendable (RedisConnectionState) -> Void)? = nil) throws(RedisError) {
+        guard url.cluster == nil else { throw RedisError.clusterNotSupported(url) }
         let loop: EventLoop
         do {
             loop = try (group ?? EventLoopGroup.shared).next()

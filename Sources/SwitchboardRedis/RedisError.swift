@@ -47,3 +47,13 @@ public struct RedisError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { "RedisError.\(kind): \(message)" }
 }
+
+extension RedisError {
+    /// `redis-cluster://` URLs parse (``RedisURL/cluster``), but nothing connects to a cluster
+    /// yet: refused at once rather than talking to the first seed as if it were a single server
+    /// (which would answer most keys with `MOVED`).
+    static func clusterNotSupported(_ url: RedisURL) -> RedisError {
+        RedisError(kind: .invalidArgument,
+                   message: "\(url): Redis Cluster URLs are not supported by this client yet; use redis:// or redis-sentinel://")
+    }
+}
