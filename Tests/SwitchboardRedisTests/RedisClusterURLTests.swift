@@ -75,6 +75,14 @@ struct RedisClusterURLTests {
         }
     }
 
+    /// Without a password, the description parses back to the same URL.
+    @Test func theDescriptionParsesBack() throws {
+        for text in ["redis-cluster://h", "rediss-cluster://alice@n1:7000,[::1],[fe80::2]:7002,n4/", "redis-cluster://10.0.0.1:1,10.0.0.1:2"] {
+            let url = try RedisURL(text)
+            #expect(try RedisURL(url.description) == url, "\(url)")
+        }
+    }
+
     @Test func passwordsAreNeverShown() throws {
         let url = try RedisURL("rediss-cluster://bob:Zq7-secret@h1:1,[::1]:2")
         #expect(url.description == "rediss-cluster://bob:<redacted>@h1:1,[::1]:2")

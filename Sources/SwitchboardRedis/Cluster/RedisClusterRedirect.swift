@@ -51,7 +51,7 @@ public enum RedisClusterRedirect: Sendable, Hashable {
         default:
             return nil
         }
-        let fields = bytes.split(separator: space, omittingEmptySubsequences: false)
+        let fields = bytes.split(separator: space, maxSplits: 3, omittingEmptySubsequences: false)
         guard fields.count == 3, let slot = Self.slot(fields[1]),
               let colon = fields[2].lastIndex(of: UInt8(ascii: ":")),
               let port = Self.port(fields[2][fields[2].index(after: colon)...]) else {
