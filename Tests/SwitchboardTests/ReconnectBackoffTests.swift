@@ -141,12 +141,16 @@ struct ReconnectBackoffTests {
         // The window is what is measured: a slower machine only makes fewer connections.
         try await Task.sleep(for: .seconds(12))
         let accepts = server.accepts
-        await adapter.close()
-        await server.stop()
         // Delays up to 0.5, 1, 2, 4, 8, 16 s…: about 6 connections in 12 s. Starting over after
         // each handshake (at most 0.5 s) made about 90.
         #expect(accepts <= 10, "\(accepts) connections in 12 s")
-        #expect(accepts >= 2, "the adapter should have reconnected at least once")
+        // It does reconnect: waited for, not counted in the window (under ThreadSanitizer with
+        // the whole suite running, one CI run saw a single connection in those 12 s).
+        let deadline = ContinuousClock.now + .seconds(60)       // ends a failing run only
+        while server.accepts < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(server.accepts >= 2, "the adapter should have reconnected at least once")
+        await adapter.close()
+        await server.stop()
     }
 
     @Test func aConnectionUpLongerThanStableAfterResetsTheBackoff() async throws {
