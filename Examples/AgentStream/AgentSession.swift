@@ -81,6 +81,11 @@ actor AgentSession {
         var sent: UInt64
         /// Too slow for the log's bound: nothing more is sent from the log.
         var overrun = Overrun.none
+        /// Its writer has lines to send first (``AgentSession/resend``: the resume failure,
+        /// pending permission requests) and has not finished sending them: an overrun meanwhile
+        /// closes the connection after them, not at once (a close issued while the writer's send
+        /// is on its way to the connection could overtake it, and the resume failure be lost).
+        var resending = false
         /// An unnumbered event for this connection only (`refreshed`), sent once the numbered
         /// events up to `after` (those queued before it) are, and never kept for replay. One
         /// at most: a newer one replaces it, so a client that sends refreshes without reading
@@ -228,6 +233,7 @@ actor AgentSession {
             resend.insert(Self.numbered(line, start), at: 0)
         }
         attachment = Attachment(id: id, connection: connection, sent: start)
+        attachment?.resending = !resend.isEmpty
         return id
     }
 
@@ -284,6 +290,8 @@ actor AgentSession {
                 for line in lines {
                     do { try await connection.send(text: line + "\n") } catch { return }
                 }
+                // Sent (resend comes before anything else): an overrun now closes at once.
+                if attachment?.id == id { attachment?.resending = false }
             case .lines(let first, let lines):
                 for (offset, line) in lines.enumerated() {
                     // Closed for being too slow or taken over meanwhile: the rest is not sent.
@@ -488,13 +496,14 @@ actor AgentSession {
         // The buffer dropped an event the writer had not sent: the connection is closed (the
         // client resumes, or is told what it lost).
         if let current = attachment, current.overrun == .none, current.sent < events.lastSequence - UInt64(events.count) {
-            if resend.isEmpty {
+            if !current.resending {
                 // The writer may be stuck in a send behind a client that does not read: close now.
                 attachment?.overrun = .closed
                 closeTooSlow(current.connection)
             } else {
-                // The writer has not started on this connection (it takes `resend` first, so it is
-                // not stuck): it sends what must come first, such as the resume failure, then closes.
+                // The writer has not finished what must come first on this connection, such as
+                // the resume failure: it sends that, then closes. (A client that never reads
+                // even that is closed by its connection's `writeStallTimeout`.)
                 attachment?.overrun = .closeAfterResend
             }
         }

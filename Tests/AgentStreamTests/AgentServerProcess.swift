@@ -105,7 +105,7 @@ final class AgentServerProcess: @unchecked Sendable {
     }
 
     /// Polls the server's stderr for `text` (the timeout only ends a failing wait: generous).
-    func waitForLog(_ text: String, timeout: Duration = .seconds(60)) async -> Bool {
+    func waitForLog(_ text: String, timeout: Duration = .seconds(180)) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if stderr.contains(text) { return true }

@@ -39,7 +39,7 @@ struct ChannelTokenRefreshTests {
         let server = try await FakeAgentServer()
         // 20% of it (the time left for a refresh to get through) must cover a loaded machine:
         // stretched by its load (MachineLoad).
-        let lifetime: TimeInterval = (underThreadSanitizer ? 15 : 1.5) * MachineLoad.factor
+        let lifetime: TimeInterval = (underThreadSanitizer ? 20 : 1.5) * MachineLoad.factor
         let endpoint = try ChannelEndpoint(baseURL: "ws://127.0.0.1:\(server.port)", sessionID: "s1", token: "stale")
         let provider: @Sendable () async throws -> SocketToken = { server.issue(lifetime: lifetime) }
         let refreshed = try await withChannel(endpoint, tokenProvider: provider) { channel in

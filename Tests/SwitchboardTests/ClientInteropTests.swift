@@ -317,8 +317,7 @@ struct ClientInteropTests {
     }
 
     @Test func connectToAClosedPortFails() async throws {
-        let port = try interopClosedPort()
-        let error = await Self.connectError(try Self.endpoint(port, "/echo"))
+        let error = try await withClosedPort { port in await Self.connectError(try Self.endpoint(port, "/echo")) }
         #expect(error?.kind == .connect, "\(String(describing: error))")
         #expect(error?.errno == ECONNREFUSED)
     }

@@ -136,48 +136,50 @@ struct ClientNetworkInteropTests {
     }
 
     @Test func proxyCannotReachTheTarget() async throws {
-        let closed = try interopClosedPort()
-        try await ProxyPeer.with { proxy in
-            let error = try #require(await Self.connectError(try WebSocketURLEndpoint(
-                url: "ws://127.0.0.1:\(closed)/echo", proxy: ProxyConfiguration(url: proxy.url()))))
-            #expect(error.kind == .proxy)
-            #expect(error.httpStatus == 502)
-            #expect(error.message.contains("could not open a tunnel to 127.0.0.1:\(closed): HTTP 502"), "\(error)")
+        try await withClosedPort { closed in
+            try await ProxyPeer.with { proxy in
+                let error = try #require(await Self.connectError(try WebSocketURLEndpoint(
+                    url: "ws://127.0.0.1:\(closed)/echo", proxy: ProxyConfiguration(url: proxy.url()))))
+                #expect(error.kind == .proxy)
+                #expect(error.httpStatus == 502)
+                #expect(error.message.contains("could not open a tunnel to 127.0.0.1:\(closed): HTTP 502"), "\(error)")
+            }
+            // No proxy listening: a connect error that names the proxy.
+            let noProxy = try #require(await Self.connectError(try WebSocketURLEndpoint(
+                url: "ws://127.0.0.1:\(closed)/echo", proxy: ProxyConfiguration(url: "http://u:Hidden-Pw@127.0.0.1:\(closed)"))))
+            #expect(noProxy.kind == .connect)
+            #expect(noProxy.message.contains("proxy 127.0.0.1:\(closed)"), "\(noProxy)")
+            #expect(!noProxy.description.contains("Hidden-Pw"))
         }
-        // No proxy listening: a connect error that names the proxy.
-        let noProxy = try #require(await Self.connectError(try WebSocketURLEndpoint(
-            url: "ws://127.0.0.1:\(closed)/echo", proxy: ProxyConfiguration(url: "http://u:Hidden-Pw@127.0.0.1:\(closed)"))))
-        #expect(noProxy.kind == .connect)
-        #expect(noProxy.message.contains("proxy 127.0.0.1:\(closed)"), "\(noProxy)")
-        #expect(!noProxy.description.contains("Hidden-Pw"))
     }
 
     /// The chat client, as a user runs it: `--proxy` with a wrong password ends with an error
     /// naming the 407, and never prints the password; `--proxy-from-environment` reads
     /// `http_proxy` and honours `no_proxy`.
     @Test func chatRoomJoinThroughProxy() async throws {
-        let closed = try interopClosedPort()
-        try await ProxyPeer.with(basicAuth: Self.credentials) { proxy in
-            let wrong = try await Self.runChatJoin(
-                ["--url", "ws://127.0.0.1:\(closed)/v1/ws", "--proxy", proxy.url(credentials: "alice:Wr0ng-Guess")])
-            #expect(wrong.status != 0)
-            #expect(wrong.output.contains("HTTP 407"), "\(wrong.output)")
-            #expect(!wrong.output.contains("Wr0ng-Guess"), "\(wrong.output)")
+        try await withClosedPort { closed in
+            try await ProxyPeer.with(basicAuth: Self.credentials) { proxy in
+                let wrong = try await Self.runChatJoin(
+                    ["--url", "ws://127.0.0.1:\(closed)/v1/ws", "--proxy", proxy.url(credentials: "alice:Wr0ng-Guess")])
+                #expect(wrong.status != 0)
+                #expect(wrong.output.contains("HTTP 407"), "\(wrong.output)")
+                #expect(!wrong.output.contains("Wr0ng-Guess"), "\(wrong.output)")
 
-            let fromEnvironment = try await Self.runChatJoin(
-                ["--url", "ws://127.0.0.1:\(closed)/v1/ws", "--proxy-from-environment"],
-                environment: ["http_proxy": proxy.url(credentials: "alice:Env-Wr0ng")])
-            #expect(fromEnvironment.status != 0)
-            #expect(fromEnvironment.output.contains("HTTP 407"), "\(fromEnvironment.output)")
-            #expect(!fromEnvironment.output.contains("Env-Wr0ng"), "\(fromEnvironment.output)")
+                let fromEnvironment = try await Self.runChatJoin(
+                    ["--url", "ws://127.0.0.1:\(closed)/v1/ws", "--proxy-from-environment"],
+                    environment: ["http_proxy": proxy.url(credentials: "alice:Env-Wr0ng")])
+                #expect(fromEnvironment.status != 0)
+                #expect(fromEnvironment.output.contains("HTTP 407"), "\(fromEnvironment.output)")
+                #expect(!fromEnvironment.output.contains("Env-Wr0ng"), "\(fromEnvironment.output)")
 
-            // no_proxy names the host: a direct connection, refused by the closed port.
-            let bypassed = try await Self.runChatJoin(
-                ["--url", "ws://127.0.0.1:\(closed)/v1/ws", "--proxy-from-environment"],
-                environment: ["http_proxy": proxy.url(credentials: "alice:Env-Wr0ng"), "NO_PROXY": "localhost,127.0.0.1"])
-            #expect(bypassed.status != 0)
-            #expect(bypassed.output.contains("cannot connect to 127.0.0.1:\(closed)"), "\(bypassed.output)")
-            #expect(!bypassed.output.contains("HTTP 407") && !bypassed.output.contains("proxy"), "\(bypassed.output)")
+                // no_proxy names the host: a direct connection, refused by the closed port.
+                let bypassed = try await Self.runChatJoin(
+                    ["--url", "ws://127.0.0.1:\(closed)/v1/ws", "--proxy-from-environment"],
+                    environment: ["http_proxy": proxy.url(credentials: "alice:Env-Wr0ng"), "NO_PROXY": "localhost,127.0.0.1"])
+                #expect(bypassed.status != 0)
+                #expect(bypassed.output.contains("cannot connect to 127.0.0.1:\(closed)"), "\(bypassed.output)")
+                #expect(!bypassed.output.contains("HTTP 407") && !bypassed.output.contains("proxy"), "\(bypassed.output)")
+            }
         }
     }
 

@@ -19,6 +19,9 @@ struct MutualTLSAndPinningTests {
             var config = WebSocketServerConfiguration(host: "127.0.0.1", port: 0)
             config.loopCount = 1
             config.tls = tls
+            // A minute, not 10 s: it only ends a failing wait (a TLS handshake under
+            // ThreadSanitizer with the whole suite running took longer than 10 s).
+            config.connection.handshakeTimeout = .seconds(60)
             server = WebSocketServer(configuration: config)
             let seen = self.seen
             server.route("/", authenticate: { request in
@@ -48,7 +51,10 @@ struct MutualTLSAndPinningTests {
     static func roundTrip(port: Int, tls: TLSConfiguration, host: String = "localhost") async throws(SwitchboardError)
         -> String? {
         let adapter = SocketAdapter()
-        let endpoint = try WebSocketURLEndpoint(url: "wss://\(host):\(port)/", tls: tls)
+        var configuration = WebSocketConfiguration.default
+        configuration.handshakeTimeout = .seconds(60)   // as the server's: it only ends a failing wait
+        let endpoint = try WebSocketURLEndpoint(url: "wss://\(host):\(port)/", tls: tls, connectTimeout: .seconds(60),
+                                                configuration: configuration)
         let messages = try await adapter.connectMessages(to: endpoint)
         var iterator = messages.makeAsyncIterator()
         try await adapter.send(text: "ping over TLS")

@@ -199,8 +199,10 @@ func collectLines(_ stream: AsyncStream<Data>, until terminator: String,
     }
 }
 
-/// A TCP port on 127.0.0.1 that nothing listens on (bound, then closed, by us).
-func interopClosedPort() throws -> Int {
+/// Runs `body` with a TCP port on 127.0.0.1 that nothing listens on: bound by us without
+/// `listen` for as long as `body` runs, so connections to it are refused and no other test's
+/// server can take it meanwhile (a port bound then closed at once could be handed to one).
+func withClosedPort<T>(_ body: (Int) async throws -> T) async throws -> T {
     let fd = socket(AF_INET, SystemConstants.streamSocket, 0)
     guard fd >= 0 else { throw InteropPeer.Failure(description: "socket() failed") }
     defer { close(fd) }
@@ -215,5 +217,5 @@ func interopClosedPort() throws -> Int {
         }
     }
     guard bound else { throw InteropPeer.Failure(description: "bind() failed") }
-    return Int(UInt16(bigEndian: addr.sin_port))
+    return try await body(Int(UInt16(bigEndian: addr.sin_port)))
 }
