@@ -49,11 +49,12 @@ public struct RedisError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 extension RedisError {
-    /// `redis-cluster://` URLs parse (``RedisURL/cluster``), but nothing connects to a cluster
-    /// yet: refused at once rather than talking to the first seed as if it were a single server
-    /// (which would answer most keys with `MOVED`).
+    /// A `redis-cluster://` URL given to ``RedisClient`` or ``RedisSubscriber``: refused at once
+    /// rather than talking to the first seed as if it were a single server (which would answer
+    /// most keys with `MOVED`). ``RedisClusterClient`` is the client for a cluster.
     static func clusterNotSupported(_ url: RedisURL) -> RedisError {
         RedisError(kind: .invalidArgument,
-                   message: "\(url): Redis Cluster URLs are not supported by this client yet; use redis:// or redis-sentinel://")
+                   message: "\(url): a Redis Cluster URL needs RedisClusterClient (this client talks to one server); "
+                       + "use redis:// or redis-sentinel:// here")
     }
 }

@@ -22,7 +22,7 @@ public final class RedisSubscriber: Sendable {
     let core: RedisSubscriberCore
 
     /// A subscriber for `url`; it connects at once. A Redis Cluster URL (`redis-cluster://`)
-    /// throws `.invalidArgument`: the cluster client is not there yet.
+    /// throws `.invalidArgument`: pub/sub in a cluster is not supported yet.
     public init(url: RedisURL, configuration: RedisConfiguration = RedisConfiguration(),
                 group: EventLoopGroup? = nil, logger: Logger = Logger(label: "switchboard.redis"),
                 onStateChange: (@Sendable (RedisConnectionState) -> Void)? = nil,

@@ -108,15 +108,15 @@ struct RedisClusterURLTests {
         }
     }
 
-    /// Nothing connects to a cluster yet: the clients refuse a Cluster URL at once instead of
-    /// treating its first seed as a single server.
-    @Test func theClientsRefuseAClusterURLForNow() throws {
+    /// The single-server clients refuse a Cluster URL at once instead of treating its first seed
+    /// as a single server, and name the cluster client.
+    @Test func theSingleServerClientsRefuseAClusterURL() throws {
         let url = try RedisURL("redis-cluster://:Zq7-secret@127.0.0.1:1")
         do {
             _ = try RedisClient(url: url)
             Issue.record("RedisClient accepted a Cluster URL")
         } catch {
-            #expect(error.kind == .invalidArgument && error.message.contains("Redis Cluster"), "\(error)")
+            #expect(error.kind == .invalidArgument && error.message.contains("RedisClusterClient"), "\(error)")
             #expect(!error.description.contains("Zq7"))
         }
         #expect(throws: RedisError.self) { try RedisSubscriber(url: url) { _, _ in } }
