@@ -117,7 +117,7 @@ public final class RedisClient: Sendable {
                         if case .failure(let error) = result, firstError == nil { firstError = error }
                     }
                 }
-                replies.append { result in c.resume(returning: firstError.map { .failure($0) } ?? result) }
+                replies.append { result in c.resume(returning: firstError.map { Result<RESPValue, RedisError>.failure($0) } ?? result) }
                 core.send(encoded, replies: replies)
             }
         }

@@ -61,7 +61,10 @@ package final class RedisClusterProcesses: Sendable {
 
     /// The running nodes whose `ROLE` is master.
     package func masters() throws -> [RedisServerProcess] {
-        try nodes.filter { $0.isRunning && (try $0.command("ROLE")).hasPrefix("master") }
+        try nodes.filter { node in
+            guard node.isRunning else { return false }
+            return try node.command("ROLE").hasPrefix("master")
+        }
     }
 
     /// The running replica of the master on `port` (per the replicas' `INFO replication`).
