@@ -126,6 +126,9 @@ public final class RedisTopicBackplane: TopicBackplane {
     /// Whether both connections are up and every topic with local subscribers is subscribed.
     public var isConnected: Bool { counters.clientUp.load(ordering: .acquiring) && subscriber.isReady }
 
+    /// Whether the publishing connection is up (for tests: while it is not, publishes queue).
+    var isPublishingConnectionUp: Bool { counters.clientUp.load(ordering: .acquiring) }
+
     /// The counters now.
     public var statistics: Statistics {
         Statistics(published: counters.published.load(ordering: .relaxed),

@@ -112,7 +112,10 @@ struct RedisTopicBackplaneTests {
         try await b1.wait { $0.contains("before") }
 
         await redis.stop()
-        while backplaneA.isConnected { try await Task.sleep(for: .milliseconds(20)) }
+        // Wait for the publishing connection itself to be seen down (the subscriber may notice
+        // first: a publish sent on the dead connection before it is noticed is dropped too, so
+        // waiting only for `isConnected` could count all twenty).
+        while backplaneA.isPublishingConnectionUp { try await Task.sleep(for: .milliseconds(20)) }
         for i in 0..<20 { try await a1.send("down-\(i)") }
         // Local subscribers still get everything.
         try await a2.wait { $0.contains("down-19") }
