@@ -38,10 +38,12 @@ public final class RedisClient: Sendable {
 
     /// A client for `url` (not connected yet). `group` provides the event loop (the shared one
     /// by default); state changes (connected, reconnected, disconnected) go to `onStateChange`,
-    /// on the client's loop: keep it short.
+    /// on the client's loop: keep it short. A Redis Cluster URL (`redis-cluster://`) throws
+    /// `.invalidArgument`: use ``RedisClusterClient``, which routes each command to its node.
     public init(url: RedisURL, configuration: RedisConfiguration = RedisConfiguration(),
                 group: EventLoopGroup? = nil, logger: Logger = Logger(label: "switchboard.redis"),
                 onStateChange: (@Sendable (RedisConnectionState) -> Void)? = nil) throws(RedisError) {
+        guard url.cluster == nil else { throw RedisError.clusterNotSupported(url) }
         let loop: EventLoop
         do {
             loop = try (group ?? EventLoopGroup.shared).next()
@@ -92,6 +94,35 @@ public final class RedisClient: Sendable {
         return try result.get()
     }
 
+    /// Sends `commands` (each a non-empty list of arguments) in one write, so that no other
+    /// command of this client comes between them, and returns the last one's reply. The first
+    /// error among them (an error reply of an earlier command included) is the result: a Redis
+    /// Cluster client sends `ASKING` and the redirected command this way.
+    func sendBackToBack(_ commands: [[[UInt8]]]) async -> Result<RESPValue, RedisError> {
+        guard !commands.isEmpty, commands.allSatisfy({ !$0.isEmpty }) else {
+            return .failure(RedisError(kind: .invalidArgument, message: "empty command"))
+        }
+        var bytes: [UInt8] = []
+        for command in commands { RESPEncoder.append(command: command, to: &bytes) }
+        let encoded = bytes
+        let count = commands.count
+        let core = core
+        return await withCheckedContinuation { c in
+            core.link.loop.execute {
+                // Called in order on the loop: the earlier replies' first error, then the last.
+                var firstError: RedisError?
+                var replies: [RedisClientCore.Reply] = []
+                for _ in 1..<count {
+                    replies.append { result in
+                        if case .failure(let error) = result, firstError == nil { firstError = error }
+                    }
+                }
+                replies.append { result in c.resume(returning: firstError.map { Result<RESPValue, RedisError>.failure($0) } ?? result) }
+                core.send(encoded, replies: replies)
+            }
+        }
+    }
+
     /// Whether the connection is up now.
     public var isConnected: Bool {
         get async {
@@ -136,8 +167,11 @@ final class RedisClientCore: RedisLinkOwner, @unchecked Sendable {
     var onStateChange: (@Sendable (RedisConnectionState) -> Void)?
     /// Sent, awaiting their replies in order (from `head`).
     private var inFlight = ReplyQueue()
-    /// Waiting for the connection being opened: encoded commands and their continuations.
-    private var waiting: [(bytes: [UInt8], reply: Reply)] = []
+    /// Waiting for the connection being opened: encoded commands and their continuations (one
+    /// per command, in order).
+    private var waiting: [(bytes: [UInt8], replies: [Reply])] = []
+    /// How many replies `waiting` holds in all.
+    private var waitingReplies = 0
     /// Whether the connection is up now.
     var isUp: Bool { link.isUp }
     private var timeoutTimer: EventLoopTimer?
@@ -149,40 +183,51 @@ final class RedisClientCore: RedisLinkOwner, @unchecked Sendable {
         link.owner = self
     }
 
-    private var pendingCount: Int { inFlight.count + waiting.count }
+    private var pendingCount: Int { inFlight.count + waitingReplies }
 
-    /// Sends one or more encoded commands (one `reply` per command: pass one command).
+    /// Sends one encoded command.
     func send(_ bytes: [UInt8], _ reply: @escaping Reply) {
-        if link.isClosed {
-            return reply(.failure(RedisError(kind: .closed, message: "the Redis client is closed")))
+        send(bytes, replies: [reply])
+    }
+
+    /// Sends encoded commands in one write (nothing of this client's comes between them), with
+    /// one reply handler per command, in order; each is called once, in order, also on failure.
+    func send(_ bytes: [UInt8], replies: [Reply]) {
+        func failAll(_ error: RedisError) {
+            for reply in replies { reply(.failure(error)) }
         }
-        guard pendingCount < link.configuration.maximumPendingCommands else {
-            return reply(.failure(RedisError(
+        if link.isClosed {
+            return failAll(RedisError(kind: .closed, message: "the Redis client is closed"))
+        }
+        guard replies.count <= link.configuration.maximumPendingCommands - pendingCount else {
+            return failAll(RedisError(
                 kind: .limitExceeded,
-                message: "\(pendingCount) Redis commands are already waiting (maximumPendingCommands)")))
+                message: "\(pendingCount) Redis commands are already waiting (maximumPendingCommands)"))
         }
         if link.isUp {
-            write(bytes, reply)
+            write(bytes, replies)
             return
         }
         link.start()
         if link.isConnecting {
-            waiting.append((bytes, reply))
+            waiting.append((bytes, replies))
+            waitingReplies += replies.count
         } else {
-            reply(.failure(RedisError(
-                kind: .unavailable, message: "not connected to Redis at \(link.url) (reconnecting)", underlying: lastError)))
+            failAll(RedisError(
+                kind: .unavailable, message: "not connected to Redis at \(link.url) (reconnecting)", underlying: lastError))
         }
     }
 
     private var lastError: SwitchboardError?
 
-    private func write(_ bytes: [UInt8], _ reply: @escaping Reply) {
+    private func write(_ bytes: [UInt8], _ replies: [Reply]) {
         guard link.write(bytes) else {
-            return reply(.failure(RedisError(
-                kind: .limitExceeded,
-                message: "more than \(link.configuration.maximumOutboundBytes) bytes are queued for Redis")))
+            let error = RedisError(kind: .limitExceeded,
+                                   message: "more than \(link.configuration.maximumOutboundBytes) bytes are queued for Redis")
+            for reply in replies { reply(.failure(error)) }
+            return
         }
-        inFlight.append(reply)
+        for reply in replies { inFlight.append(reply) }
         armTimeout()
     }
 
@@ -190,7 +235,8 @@ final class RedisClientCore: RedisLinkOwner, @unchecked Sendable {
         lastError = nil
         let queued = waiting
         waiting = []
-        for (bytes, reply) in queued { write(bytes, reply) }
+        waitingReplies = 0
+        for (bytes, replies) in queued { write(bytes, replies) }
         onStateChange?(.connected(reconnected: reconnected))
     }
 
@@ -219,9 +265,11 @@ final class RedisClientCore: RedisLinkOwner, @unchecked Sendable {
         }
         let queued = waiting
         waiting = []
-        for (_, reply) in queued {
-            reply(.failure(RedisError(kind: .unavailable, message: error.message,
-                                                        underlying: error.underlying)))
+        waitingReplies = 0
+        for (_, replies) in queued {
+            for reply in replies {
+                reply(.failure(RedisError(kind: .unavailable, message: error.message, underlying: error.underlying)))
+            }
         }
         onStateChange?(.disconnected(error))
     }
@@ -249,8 +297,12 @@ final class RedisClientCore: RedisLinkOwner, @unchecked Sendable {
         timeoutTimer = nil
         let closed = RedisError(kind: .closed, message: "the Redis client was closed")
         for reply in inFlight.removeAll() { reply(.failure(closed)) }
-        for (_, reply) in waiting { reply(.failure(closed)) }
+        let queued = waiting
         waiting = []
+        waitingReplies = 0
+        for (_, replies) in queued {
+            for reply in replies { reply(.failure(closed)) }
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 import Switchboard
 
-/// How a ``RedisClient`` or ``RedisSubscriber`` connects, reconnects and bounds its memory.
+/// How a ``RedisClient``, ``RedisSubscriber`` or ``RedisClusterClient`` (for each node)
+/// connects, reconnects and bounds its memory.
 /// The defaults suit a Redis on the local network.
 public struct RedisConfiguration: Sendable {
     /// Limit for the TCP connection (each address) and then for the TLS handshake. Default 5 s.
@@ -30,6 +31,19 @@ public struct RedisConfiguration: Sendable {
     public var sentinelTimeout: Duration = .seconds(2)
     /// `CLIENT SETNAME` value sent after connecting, when set (shows in `CLIENT LIST`).
     public var clientName: String?
+    /// Redis Cluster (``RedisClusterClient``): how long one command may be retried while its
+    /// shard cannot serve it (`TRYAGAIN`, `CLUSTERDOWN`, its master unreachable), with waits of
+    /// 50 ms doubling to 1 s and the slot map refreshed meanwhile; then the command fails with
+    /// `.unavailable`. The default, 10 s, outlasts a failover of a cluster with
+    /// `cluster-node-timeout` up to about 5 s (the replica is promoted a little after the node
+    /// timeout); with Redis's default timeout, 15 s, commands fail during a failover unless this
+    /// is raised above it.
+    public var clusterRetryBudget: Duration = .seconds(10)
+    /// Redis Cluster (``RedisClusterClient``): `MOVED` and `ASK` redirections followed for one
+    /// command at most; one more fails it with `.unavailable`. A slot moves once per resharding
+    /// step, so a command needs one or two; the default, 16 (as redis-py's cluster client),
+    /// only stops a cluster whose nodes disagree from bouncing a command for ever.
+    public var maximumClusterRedirects = 16
 
     /// The defaults.
     public init() {}

@@ -47,3 +47,14 @@ public struct RedisError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { "RedisError.\(kind): \(message)" }
 }
+
+extension RedisError {
+    /// A `redis-cluster://` URL given to ``RedisClient`` or ``RedisSubscriber``: refused at once
+    /// rather than talking to the first seed as if it were a single server (which would answer
+    /// most keys with `MOVED`). ``RedisClusterClient`` is the client for a cluster.
+    static func clusterNotSupported(_ url: RedisURL) -> RedisError {
+        RedisError(kind: .invalidArgument,
+                   message: "\(url): a Redis Cluster URL needs RedisClusterClient (this client talks to one server); "
+                       + "use redis:// or redis-sentinel:// here")
+    }
+}

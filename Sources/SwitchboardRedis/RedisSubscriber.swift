@@ -21,11 +21,13 @@ public final class RedisSubscriber: Sendable {
 
     let core: RedisSubscriberCore
 
-    /// A subscriber for `url`; it connects at once.
+    /// A subscriber for `url`; it connects at once. A Redis Cluster URL (`redis-cluster://`)
+    /// throws `.invalidArgument`: pub/sub in a cluster is not supported yet.
     public init(url: RedisURL, configuration: RedisConfiguration = RedisConfiguration(),
                 group: EventLoopGroup? = nil, logger: Logger = Logger(label: "switchboard.redis"),
                 onStateChange: (@Sendable (RedisConnectionState) -> Void)? = nil,
                 onMessage: @escaping Handler) throws(RedisError) {
+        guard url.cluster == nil else { throw RedisError.clusterNotSupported(url) }
         let loop: EventLoop
         do {
             loop = try (group ?? EventLoopGroup.shared).next()

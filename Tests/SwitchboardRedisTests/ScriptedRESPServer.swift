@@ -61,6 +61,13 @@ final class ScriptedRESPServer: @unchecked Sendable {
         }
     }
 
+    /// Closes the client's connection (the next ``acceptClient()`` waits for another one).
+    func closeClient() {
+        if client >= 0 { close(client) }
+        client = -1
+        buffer = []
+    }
+
     /// The next command the client sent (an array of bulk strings), waiting for it.
     func readCommand() async throws -> [String] {
         try await onThread { [self] in

@@ -77,8 +77,11 @@ package final class RedisServerProcess: @unchecked Sendable {
     /// with `tls` it listens with TLS only. `configurationFile` (an absolute path) comes first
     /// on the command line and `arguments` last: a sentinel is
     /// `RedisServerProcess(configurationFile: "/…/sentinel.conf", arguments: ["--sentinel"])`.
+    /// With `clusterBus`, the port is one whose cluster bus port (port + 10000) is free too,
+    /// both below the ephemeral range (a Redis Cluster node listens on both; the arguments
+    /// enable cluster mode).
     package init(password: String? = nil, tls: TLSFiles? = nil, configurationFile: String? = nil,
-                 arguments: [String] = []) async throws {
+                 arguments: [String] = [], clusterBus: Bool = false) async throws {
         let directory = try TestTemporaryDirectory.make(prefix: "switchboard-redis")
         let settings = Settings(password: password, tls: tls, directory: directory,
                                 configurationFile: configurationFile, extra: arguments)
@@ -87,7 +90,7 @@ package final class RedisServerProcess: @unchecked Sendable {
         var server: (port: Int, started: Running)?
         while server == nil {
             attempt += 1
-            let port = try Self.freePort()
+            let port = try clusterBus ? Self.freeClusterPort() : Self.freePort()
             if let started = try await Self.start(settings, port: port, deadline: deadline) {
                 server = (port, started)
             } else if attempt >= 10 {
@@ -356,6 +359,35 @@ package final class RedisServerProcess: @unchecked Sendable {
         }
         guard named == 0 else { throw Failure("getsockname(): errno \(errno)") }
         return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// A port in 20000...31999 free on 127.0.0.1 right now, with port + 10000 (a cluster node's
+    /// bus port, below 42000) free as well. Chosen at random below the kernel's ephemeral range
+    /// (32768 and up), where no client socket takes it meanwhile; a lost race shows as "Address
+    /// already in use" and is retried by the caller.
+    private static func freeClusterPort() throws -> Int {
+        for _ in 0..<200 {
+            let port = Int.random(in: 20000...31999)
+            if canBind(port), canBind(port + 10000) { return port }
+        }
+        throw Failure("no free pair of ports (P, P + 10000) in 20000...41999")
+    }
+
+    /// Whether 127.0.0.1:`port` can be bound now (bound and closed at once).
+    private static func canBind(_ port: Int) -> Bool {
+        #if canImport(Glibc)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let fd = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = loopback(port: port)
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
     }
 
     // MARK: - redis-cli and the log

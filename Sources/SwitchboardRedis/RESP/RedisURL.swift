@@ -8,7 +8,9 @@ import SwitchboardCore
 /// `redis-sentinel://[[username][:password]@]host[:port][,host[:port]…]/MASTER_NAME[/database]`
 /// (`rediss-sentinel://…`: TLS to the sentinels and to the master), optionally followed by
 /// `?sentinelPassword=…` (and `&sentinelUsername=…`) when the sentinels require `AUTH` of
-/// their own. Its `description`, `debugDescription` and mirror never show a password.
+/// their own; or the seed nodes of a Redis Cluster:
+/// `redis-cluster://[[username][:password]@]host[:port][,host[:port]…]` (`rediss-cluster://…`:
+/// TLS to every node). Its `description`, `debugDescription` and mirror never show a password.
 public struct RedisURL: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// A host and a TCP port.
     public struct Address: Sendable, Hashable, CustomStringConvertible {
@@ -50,26 +52,46 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible, CustomDebu
         }
     }
 
+    /// A Redis Cluster: the nodes to ask first for the cluster's slot map (`CLUSTER SLOTS`). Any
+    /// node of the cluster can answer, so a few seeds are enough; the map names all the others.
+    public struct Cluster: Sendable, Equatable {
+        /// The seed nodes (default port 6379), in the order given; at least one.
+        public var seeds: [Address]
+
+        /// A cluster from its seed nodes.
+        public init(seeds: [Address]) {
+            self.seeds = seeds
+        }
+    }
+
     /// The default port of a sentinel.
     public static let defaultSentinelPort = 26379
+    /// The default port of a Redis server, and of a cluster's seed node.
+    public static let defaultPort = 6379
 
     /// Host name or IP address (IPv6 without brackets). For a Sentinel URL, the first sentinel's
-    /// (the master's address is found at run time).
+    /// (the master's address is found at run time); for a Cluster URL, the first seed's.
     public var host: String
-    /// TCP port (default 6379). For a Sentinel URL, the first sentinel's.
+    /// TCP port (default 6379). For a Sentinel URL, the first sentinel's; for a Cluster URL, the
+    /// first seed's.
     public var port: Int
-    /// `rediss`, `rediss-sentinel`: TLS (to the sentinels and to the master).
+    /// `rediss`, `rediss-sentinel`, `rediss-cluster`: TLS (to the sentinels and to the master; to
+    /// every node of a cluster).
     public var useTLS: Bool
     /// ACL user name (`AUTH username password`) of the server (the master); nil for the
     /// default user.
     public var username: String?
     /// Password of the server (the master), sent with `AUTH` after connecting.
     public var password: String?
-    /// Database number, selected with `SELECT` after connecting (default 0).
+    /// Database number, selected with `SELECT` after connecting (default 0). Always 0 for a
+    /// Cluster URL: a Redis Cluster has only database 0.
     public var database: Int
     /// The sentinels to ask for the master, for `redis-sentinel://` and `rediss-sentinel://`
-    /// URLs; nil for a single server (`redis://`, `rediss://`).
+    /// URLs; nil for a single server (`redis://`, `rediss://`) and for a cluster.
     public var sentinels: Sentinels?
+    /// The cluster's seed nodes, for `redis-cluster://` and `rediss-cluster://` URLs; nil
+    /// otherwise. The same credentials (``username``, ``password``) are used for every node.
+    public var cluster: Cluster?
 
     /// A URL from its parts.
     public init(host: String, port: Int = 6379, useTLS: Bool = false, username: String? = nil,
@@ -81,6 +103,7 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible, CustomDebu
         self.password = password
         self.database = database
         sentinels = nil
+        cluster = nil
     }
 
     /// A Sentinel URL from its parts; ``host`` and ``port`` are the first sentinel's.
@@ -93,13 +116,26 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible, CustomDebu
         self.password = password
         self.database = database
         self.sentinels = sentinels
+        cluster = nil
+    }
+
+    /// A Cluster URL from its parts; ``host`` and ``port`` are the first seed's, ``database`` is 0.
+    public init(cluster: Cluster, useTLS: Bool = false, username: String? = nil, password: String? = nil) {
+        host = cluster.seeds.first?.host ?? ""
+        port = cluster.seeds.first?.port ?? Self.defaultPort
+        self.useTLS = useTLS
+        self.username = username
+        self.password = password
+        database = 0
+        sentinels = nil
+        self.cluster = cluster
     }
 
     /// The query parameters of a Sentinel URL.
     private static let sentinelParameters = ["sentinelPassword", "sentinelUsername"]
 
-    /// Parses `redis://…`, `rediss://…`, `redis-sentinel://…` or `rediss-sentinel://…`. Errors
-    /// never contain a password.
+    /// Parses `redis://…`, `rediss://…`, `redis-sentinel://…`, `rediss-sentinel://…`,
+    /// `redis-cluster://…` or `rediss-cluster://…`. Errors never contain a password.
     ///
     /// The user info ends at the last `@`: a Redis URL has no other use for one (a database is
     /// digits, a master name has none, and other queries are refused), so a password pasted
@@ -110,19 +146,26 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible, CustomDebu
     /// A Sentinel URL's query starts at its last `?` when `sentinelPassword=` or
     /// `sentinelUsername=` follows it; its values must percent-encode `?`, `&` and `#` (an `@` is
     /// fine). A master name is 1–128 of `A-Z a-z 0-9 . _ -`.
+    ///
+    /// A Cluster URL lists one or more seed nodes, comma-separated (`[v6]:port` for IPv6), and
+    /// nothing else: no database (a cluster has only database 0, so any path other than an empty
+    /// one or `/` is refused) and no query.
     public init(_ string: String) throws(RedisURLError) {
         guard let colon = string.firstIndex(of: ":"), string[colon...].hasPrefix("://") else {
-            throw .invalid("missing scheme: expected redis://, rediss://, redis-sentinel:// or rediss-sentinel://")
+            throw .invalid("missing scheme: expected \(Self.schemes)")
         }
         let scheme = string[..<colon]
         var rest = string[string.index(colon, offsetBy: 3)...]
         let sentinel: Bool
+        var isCluster = false
         switch scheme.lowercased() {
         case "redis": (useTLS, sentinel) = (false, false)
         case "rediss": (useTLS, sentinel) = (true, false)
         case "redis-sentinel": (useTLS, sentinel) = (false, true)
         case "rediss-sentinel": (useTLS, sentinel) = (true, true)
-        default: throw .invalid("unsupported scheme \"\(scheme)\": expected redis://, rediss://, redis-sentinel:// or rediss-sentinel://")
+        case "redis-cluster": (useTLS, sentinel, isCluster) = (false, false, true)
+        case "rediss-cluster": (useTLS, sentinel, isCluster) = (true, false, true)
+        default: throw .invalid("unsupported scheme \"\(scheme)\": expected \(Self.schemes)")
         }
         // A Sentinel URL's own query, split off first: its values may hold an `@`.
         var query: Substring?
@@ -150,6 +193,7 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible, CustomDebu
         }
         if location.contains("?") || location.contains("#") {
             throw .invalid(sentinel ? "the only query parameters are sentinelPassword and sentinelUsername, and no fragment"
+                                    : isCluster ? "a Redis Cluster URL takes no query string and no fragment"
                                     : "query strings and fragments are not supported")
         }
         var authority = location
@@ -158,19 +202,29 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible, CustomDebu
             authority = location[..<slash]
             path = location[location.index(after: slash)...]
         }
+        cluster = nil
+        if isCluster {
+            guard path.isEmpty else {
+                // The path comes after the last `@`: it holds no part of the password.
+                throw .invalid("a Redis Cluster has only database 0: remove the path \"/\(path)\" after the seed nodes")
+            }
+            let seeds = try Self.addresses(authority, defaultPort: Self.defaultPort, what: "seed node")
+            host = seeds[0].host
+            port = seeds[0].port
+            database = 0
+            sentinels = nil
+            cluster = Cluster(seeds: seeds)
+            return
+        }
         guard sentinel else {
-            let address = try Self.address(authority, defaultPort: 6379)
+            let address = try Self.address(authority, defaultPort: Self.defaultPort)
             host = address.host
             port = address.port
             database = try Self.database(path)
             sentinels = nil
             return
         }
-        var addresses: [Address] = []
-        for part in authority.split(separator: ",", omittingEmptySubsequences: false) {
-            guard !part.isEmpty else { throw .invalid("empty sentinel address in the list") }
-            addresses.append(try Self.address(part, defaultPort: Self.defaultSentinelPort))
-        }
+        let addresses = try Self.addresses(authority, defaultPort: Self.defaultSentinelPort, what: "sentinel address")
         let nameEnd = path.firstIndex(of: "/") ?? path.endIndex
         let name = path[..<nameEnd]
         guard !name.isEmpty else { throw .invalid("missing master name: expected /MASTER_NAME after the sentinels") }
@@ -199,6 +253,20 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible, CustomDebu
         port = addresses[0].port
         sentinels = Sentinels(addresses: addresses, masterName: String(name), username: sentinelUsername,
                               password: sentinelPassword)
+    }
+
+    /// The schemes, for error messages.
+    private static let schemes = "redis://, rediss://, redis-sentinel://, rediss-sentinel://, redis-cluster:// or rediss-cluster://"
+
+    /// `host[:port][,host[:port]…]`: at least one, none empty.
+    private static func addresses(_ authority: Substring, defaultPort: Int,
+                                  what: String) throws(RedisURLError) -> [Address] {
+        var addresses: [Address] = []
+        for part in authority.split(separator: ",", omittingEmptySubsequences: false) {
+            guard !part.isEmpty else { throw .invalid(authority.isEmpty ? "missing host" : "empty \(what) in the list") }
+            addresses.append(try Self.address(part, defaultPort: defaultPort))
+        }
+        return addresses
     }
 
     private static func isMasterNameByte(_ b: UInt8) -> Bool {
@@ -280,6 +348,10 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible, CustomDebu
         var userinfo = ""
         if username != nil || password != nil {
             userinfo = (username ?? "") + (password == nil ? "" : ":" + URLRedaction.placeholder) + "@"
+        }
+        if let cluster {
+            return "\(useTLS ? "rediss" : "redis")-cluster://\(userinfo)"
+                + cluster.seeds.map(\.description).joined(separator: ",")
         }
         guard let sentinels else {
             return "\(useTLS ? "rediss" : "redis")://\(userinfo)\(Address(host: host, port: port))/\(database)"
