@@ -5,7 +5,7 @@
 ///
 /// | member | raw value | statuses |
 /// |---|---|---|
-/// | ``invalidRequest`` | `invalid_request_error` | 400, 405, 408, 426, 431 |
+/// | ``invalidRequest`` | `invalid_request_error` | 400, 405, 408, 411, 413, 426, 431 |
 /// | ``authentication`` | `authentication_error` | 401 |
 /// | ``permission`` | `permission_error` | 403 |
 /// | ``notFound`` | `not_found_error` | 404 |
@@ -26,7 +26,8 @@ public struct HTTPErrorType: RawRepresentable, Sendable, Hashable, ExpressibleBy
     /// The name, as in the body.
     public var description: String { rawValue }
 
-    /// The request is malformed or not a valid WebSocket upgrade (400, 405, 408, 426, 431).
+    /// The request is malformed, its body unacceptable, or not a valid WebSocket upgrade (400,
+    /// 405, 408, 411, 413, 426, 431).
     public static let invalidRequest = Self(rawValue: "invalid_request_error")
     /// Credentials are missing or wrong (401).
     public static let authentication = Self(rawValue: "authentication_error")

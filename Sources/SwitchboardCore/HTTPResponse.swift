@@ -43,9 +43,15 @@ public struct HTTPResponse: Sendable, Equatable {
 
     /// The serialized response: status line, sanitized headers, `Content-Length` (except for
     /// 1xx/204/304), `Connection: close`, empty line, body.
-    public var bytes: [UInt8] {
+    public var bytes: [UInt8] { bytes(answering: "GET") }
+
+    /// The serialized response to a request with `method`: as ``bytes``, except that the answer
+    /// to a `HEAD` ends after its head, which still gives the `Content-Length` of the body a
+    /// `GET` would get (RFC 9110 §9.3.2).
+    public func bytes(answering method: String) -> [UInt8] {
         let code = (100...999).contains(status) ? status : 500
         let hasBody = !(code < 200 || code == 204 || code == 304)
+        let sendsBody = hasBody && method != "HEAD"
         var out: [UInt8] = []
         out.reserveCapacity(128 + body.count)
         out += Array("HTTP/1.1 \(code) ".utf8)
@@ -60,7 +66,7 @@ public struct HTTPResponse: Sendable, Equatable {
         }
         if hasBody { out += Array("Content-Length: \(body.count)\r\n".utf8) }
         out += Array("Connection: close\r\n\r\n".utf8)
-        if hasBody { out += body }
+        if sendsBody { out += body }
         return out
     }
 

@@ -27,6 +27,16 @@ struct HTTPResponseTests {
         #expect(text(response.bytes) == "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 7\r\nConnection: close\r\n\r\n{\"a\":1}")
     }
 
+    @Test func theAnswerToHeadHasTheHeadOfGetAndNoBody() {
+        let response = HTTPResponse(status: 200, headers: ["Content-Type": "text/plain"], body: Array("hello".utf8))
+        let get = String(decoding: response.bytes(answering: "GET"), as: UTF8.self)
+        let head = String(decoding: response.bytes(answering: "HEAD"), as: UTF8.self)
+        #expect(get == head + "hello")
+        #expect(head.hasSuffix("Content-Length: 5\r\nConnection: close\r\n\r\n"))
+        #expect(response.bytes == response.bytes(answering: "GET"))
+        #expect(response.bytes(answering: "POST") == response.bytes)
+    }
+
     @Test func headerInjectionIsNeutralized() {
         var response = HTTPResponse(status: 200, headers: ["X-Evil": "a\r\nSet-Cookie: x=1", "Bad Name": "v", "Bad\r\nName": "v", "X-Nul": "a\u{0}b"], body: [UInt8]("ok".utf8))
         response.reason = "OK\r\nInjected: 1"

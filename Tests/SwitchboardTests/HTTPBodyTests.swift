@@ -92,6 +92,34 @@ import SwitchboardCore
         }
     }
 
+    /// A `HEAD` is answered with the head a `GET` would get (its `Content-Length` included) and
+    /// no body (RFC 9110 §9.3.2): bytes after the head would be read by a keep-alive client as
+    /// the start of its next response. Also for the 404 of a path nobody handles.
+    @Test func headGetsTheHeadOfGetWithoutItsBody() async throws {
+        let page = Array("<p>hello</p>".utf8)
+        let handler: @Sendable (HTTPRequest) async -> HTTPResponse? = { request in
+            request.head.path == "/missing" ? nil
+                : HTTPResponse(status: 200, headers: ["Content-Type": "text/html"], body: page)
+        }
+        try await Self.withBodyServer(handler: handler) { _, port in
+            let get = try await Self.exchange(port: port, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            #expect(get.status == 200 && get.body == page)
+            for (path, status) in [("/", 200), ("/missing", 404)] {
+                let raw = try await onServerTestThread {
+                    let socket = try ServerRawSocket(port: port)
+                    try socket.send(Array("HEAD \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8))
+                    return try socket.readToEOF()
+                }
+                let text = String(decoding: raw, as: UTF8.self)
+                let parts = text.components(separatedBy: "\r\n\r\n")
+                #expect(parts.count == 2, "HEAD \(path): \(text)")
+                #expect(parts.first?.hasPrefix("HTTP/1.1 \(status) ") == true, "HEAD \(path): \(text)")
+                #expect(parts.last == "", "HEAD \(path) carried a body: \(text)")
+                if path == "/" { #expect(parts.first?.contains("Content-Length: \(page.count)") == true, "\(text)") }
+            }
+        }
+    }
+
     @Test func aBodySplitOverManyWritesArrivesWhole() async throws {
         let seen = Seen()
         try await Self.withBodyServer(handler: seen.echo) { _, port in

@@ -27,6 +27,8 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
     /// A body refused as too large is being read and dropped after the `413` (lingering
     /// close): how many more of its bytes the client still owes.
     private var draining: Int?
+    /// The request's method once its head is read (a `HEAD` is answered without a body).
+    private var method = "GET"
 
     /// How much of a body refused as too large is read and dropped after the `413`, so that a
     /// client still sending it reads the answer instead of a connection reset (closing a socket
@@ -120,6 +122,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
             return
         }
         guard case .complete(let head, let consumed) = result else { return }
+        method = head.method
         let leftover = [UInt8](bytes[consumed...])
         // Stop reading until the request is decided (authenticate may take a while); the
         // handshake timer keeps running through authenticate.
@@ -232,7 +235,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
     /// Answers a body refused as too large, reads and drops the `owed` bytes the client still
     /// sends (fewer if it closes first, or the handshake timer fires), then closes.
     private func rejectDraining(_ response: HTTPResponse, owed: Int) {
-        channel.write(response.bytes)
+        channel.write(response.bytes(answering: method))
         draining = owed
         channel.setReading(true)
     }
@@ -372,7 +375,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
     private func reject(_ response: HTTPResponse, reason: RejectionReason?) {
         guard !done else { return }
         if let reason { server.counters.recordRejection(reason, status: response.status) }
-        channel.write(response.bytes)
+        channel.write(response.bytes(answering: method))
         channel.closeAfterFlush(linger: server.configuration.connection.handshakeTimeout)
         finish()
     }

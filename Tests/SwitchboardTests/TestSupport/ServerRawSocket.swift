@@ -127,6 +127,13 @@ final class ServerRawSocket {
         }
     }
 
+    /// Every byte up to the peer's EOF (what was buffered included), consumed.
+    func readToEOF() throws -> [UInt8] {
+        while try fill() {}
+        defer { buffer.removeAll() }
+        return buffer
+    }
+
     /// Reads one HTTP response head and its `Content-Length` body.
     func readHTTPResponse() throws -> HTTPReply {
         while true {
