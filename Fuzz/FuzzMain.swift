@@ -7,7 +7,7 @@ import Glibc
 import Darwin
 #endif
 
-/// The target named by $FUZZ_TARGET (Frame, HTTP, LineBuffer, Inflate, RESP), looked up once.
+/// The target named by $FUZZ_TARGET (Frame, HTTP, LineBuffer, Inflate, RESP, Cluster), looked up once.
 private let selectedTarget: (UnsafePointer<UInt8>, Int) -> Int32 = {
     let name = getenv("FUZZ_TARGET").map { String(cString: $0) } ?? ""
     switch name {
@@ -16,8 +16,9 @@ private let selectedTarget: (UnsafePointer<UInt8>, Int) -> Int32 = {
     case "LineBuffer": return lineFuzz
     case "Inflate": return inflateFuzz
     case "RESP": return respFuzz
+    case "Cluster": return clusterFuzz
     default:
-        fputs("FUZZ_TARGET must be one of Frame, HTTP, LineBuffer, Inflate, RESP (got \"\(name)\")\n", stderr)
+        fputs("FUZZ_TARGET must be one of Frame, HTTP, LineBuffer, Inflate, RESP, Cluster (got \"\(name)\")\n", stderr)
         exit(2)
     }
 }()
