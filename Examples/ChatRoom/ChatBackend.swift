@@ -42,16 +42,24 @@ extension HistoryPage {
     /// ``ChatLimits/maxHistoryPageBytes`` (always one at least), with `next` set when rows
     /// older than the page's oldest exist.
     init(rows: [ServerEvent.Message], limit: Int) {
+        let kept = Self.newestFitting(rows.suffix(limit))
+        messages = kept
+        next = rows.count > kept.count ? kept.first?.id : nil
+    }
+
+    /// The newest of `rows` (oldest first) whose names and texts, as JSON escapes them, take
+    /// at most ``ChatLimits/maxHistoryPageBytes`` (one at least), oldest first: one `history`
+    /// line stays below the 1 MiB line limit of Switchboard's clients.
+    static func newestFitting(_ rows: some BidirectionalCollection<ServerEvent.Message>) -> [ServerEvent.Message] {
         var kept: [ServerEvent.Message] = []
         var bytes = 0
-        for message in rows.suffix(limit).reversed() {
-            bytes += Self.escapedSize(message.user) + Self.escapedSize(message.text)
+        for message in rows.reversed() {
+            bytes += escapedSize(message.user) + escapedSize(message.text)
             if !kept.isEmpty && bytes > ChatLimits.maxHistoryPageBytes { break }
             kept.append(message)
         }
         kept.reverse()
-        messages = kept
-        next = rows.count > kept.count ? kept.first?.id : nil
+        return kept
     }
 
     /// Bytes of `text` in JSON: control characters take up to six (`\u0001`), quotes and
@@ -92,7 +100,9 @@ protocol ChatBackend: Sendable {
     /// the next older page, nil when none is kept.
     func history(room: String, before: Int64?, limit: Int) async throws -> HistoryPage
     /// The room's messages with an id above `id`, oldest first: the newest
-    /// ``ChatLimits/resumeHistoryCount`` of them, and whether that is all of them (`complete`).
+    /// ``ChatLimits/resumeHistoryCount`` of them, fewer when their text passes
+    /// ``ChatLimits/maxHistoryPageBytes`` (``HistoryPage/newestFitting(_:)``), and whether that
+    /// is all of them (`complete`).
     func messages(room: String, after id: Int64) async throws -> (messages: [ServerEvent.Message], complete: Bool)
     /// Stops (closes the database or the Redis connections).
     func close() async
@@ -158,8 +168,8 @@ struct LocalChatBackend: ChatBackend {
 
     func messages(room: String, after id: Int64) async throws -> (messages: [ServerEvent.Message], complete: Bool) {
         let rows = try await store.messages(room: room, after: id, limit: ChatLimits.resumeHistoryCount + 1)
-        let complete = rows.count <= ChatLimits.resumeHistoryCount
-        return (complete ? rows : Array(rows.suffix(ChatLimits.resumeHistoryCount)), complete)
+        let kept = HistoryPage.newestFitting(rows.suffix(ChatLimits.resumeHistoryCount))
+        return (kept, kept.count == rows.count)
     }
 
     func close() async { await store.close() }

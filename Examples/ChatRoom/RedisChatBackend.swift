@@ -412,8 +412,8 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         // Trimmed from the stream, or lost with Redis's data: what is at or below these ids may be gone.
         let trimmed = parts[1].string.flatMap { Self.messageID(streamID: $0) } ?? 0
         let reset = parts[2].string.flatMap { Int64($0) } ?? 0
-        let complete = rows.count <= limit && id >= trimmed && (id == 0 || id >= reset)
-        let kept = Array(rows.suffix(limit))
+        let kept = HistoryPage.newestFitting(rows.suffix(limit))
+        let complete = kept.count == rows.count && id >= trimmed && (id == 0 || id >= reset)
         noteSeen(room, kept)
         return (kept, complete)
     }

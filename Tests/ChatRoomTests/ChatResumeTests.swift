@@ -126,6 +126,33 @@ struct ChatResumeTests {
         #expect(await server.stop() == 0)
     }
 
+    /// The history answering a re-join is bounded in bytes as a history page is
+    /// (`ChatLimits.maxHistoryPageBytes`, 768 KiB of text as JSON escapes it), not only in count:
+    /// 500 missed messages of 2,000 quotes each (4,000 bytes escaped) would make a 2 MB line,
+    /// more than the 1 MiB line limit of Switchboard's clients. The newest that fit are sent,
+    /// `complete: false`; the rest is one `history` page away.
+    @Test(arguments: Backend.allCases)
+    func theHistoryOfAReJoinIsBoundedInBytes(_ backend: Backend) async throws {
+        let (server, redis) = try await Self.server(backend, extraArguments: Self.noRateLimit)
+        defer { server.child.signal(SIGKILL); withExtendedLifetime(redis) {} }
+        let alice = try await TestPeer.connect("alice", url: server.wsURL)
+        try await alice.send(.join(room: "r", user: "alice"))
+        try await alice.expect("history") { $0.type == "history" }
+        let quotes = String(repeating: "\"", count: ChatLimits.maxTextLength - 8)
+        try await alice.sendRaw((0..<500).map { ChatCommand.message(room: "r", text: "\($0 + 1000)" + quotes).line }.joined())
+        try await alice.expect("the last echo") { $0.text == "1499" + quotes }
+        let bob = try await TestPeer.connect("bob", url: server.wsURL)
+        try await bob.send(.join(room: "r", user: "bob", since: 0))
+        let history = try await bob.expect("history") { $0.type == "history" }
+        let messages = history.messages ?? []
+        let escaped = messages.reduce(0) { $0 + 2 * ($1.text ?? "").utf8.count }
+        #expect(!messages.isEmpty && messages.count < 500, "\(messages.count) messages")
+        #expect(escaped <= ChatLimits.maxHistoryPageBytes, "\(escaped) bytes of escaped text")
+        #expect(messages.last?.text == "1499" + quotes)
+        #expect(history.complete == false)
+        #expect(await server.stop() == 0)
+    }
+
     /// A message with U+0000 inside is stored whole: a re-join with `since` and a plain join
     /// get it in `history` exactly as the live broadcast had it.
     @Test(arguments: Backend.allCases)
