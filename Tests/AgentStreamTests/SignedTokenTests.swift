@@ -117,7 +117,12 @@ struct SignedTokenTests {
         let channel = try await Channel.connect(try server.endpoint(session: session)) {
             let exp = AgentTokens.expiry(lifetime)
             issued.withLock { $0.append(exp) }
-            return SocketToken(AgentTokens.token("alice", exp: exp), expiresAt: Date(timeIntervalSince1970: Double(exp)))
+            // Declared to the channel as expiring halfway through its real lifetime: the channel
+            // refreshes at 80% of that, 40% of the real one, which leaves 60% of it (not 20%) for
+            // a loaded machine's late timers before the server's close at the real `exp` (a
+            // fresh-clone ThreadSanitizer run beside a build saw a refresh miss a 5 s margin).
+            let seconds = Double(lifetime.components.seconds) + Double(lifetime.components.attoseconds) / 1e18
+            return SocketToken(AgentTokens.token("alice", exp: exp), expiresAt: Date().addingTimeInterval(seconds / 2))
         }
         var refreshes = 0
         let events = await readEvents(channel) { event in
