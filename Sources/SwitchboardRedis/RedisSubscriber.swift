@@ -22,7 +22,8 @@ public final class RedisSubscriber: Sendable {
     let core: RedisSubscriberCore
 
     /// A subscriber for `url`; it connects at once. A Redis Cluster URL (`redis-cluster://`)
-    /// throws `.invalidArgument`: pub/sub in a cluster is not supported yet.
+    /// throws `.invalidArgument`: this subscriber talks to one server; ``RedisTopicBackplane``
+    /// subscribes to a cluster's topics with sharded pub/sub (`SSUBSCRIBE` on each topic's master).
     public init(url: RedisURL, configuration: RedisConfiguration = RedisConfiguration(),
                 group: EventLoopGroup? = nil, logger: Logger = Logger(label: "switchboard.redis"),
                 onStateChange: (@Sendable (RedisConnectionState) -> Void)? = nil,

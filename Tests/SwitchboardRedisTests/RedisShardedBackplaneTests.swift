@@ -111,6 +111,17 @@ struct RedisShardedBackplaneTests {
         #expect(backplaneA.statistics.published == 15 && backplaneB.statistics.published == 3)
         #expect(backplaneB.statistics.received == 15 && backplaneA.statistics.received == 3)
         #expect(backplaneA.statistics.reconnections == 0 && backplaneB.statistics.reconnections == 0)
+        // The emitter publishes the same way: SPUBLISH on the topic's master, both servers hear it.
+        let emitter = try RedisTopicEmitter(url: RedisURL(cluster.url()))
+        let (port, topic) = try #require(topics.min { $0.key < $1.key })
+        let owner = try #require(cluster.node(port: port))
+        let ownerBefore = try Self.calls("spublish", on: owner)
+        #expect(try await emitter.publish(text: "from-emitter\n", to: topic) == 2)
+        #expect(try Self.calls("spublish", on: owner) == ownerBefore + 1)
+        let (atA, atB) = try #require(pairs[port])
+        try await atA.wait { $0.contains("from-emitter") }
+        try await atB.wait { $0.contains("from-emitter") }
+        await emitter.close()
         await a.shutdown()
         await b.shutdown()
         await cluster.stop()
