@@ -405,7 +405,9 @@ private final class BackplaneCounters: Sendable {
 /// Redis Cluster publishes: `SPUBLISH` through the cluster client, bounded as ``PublishQueue``
 /// (count and bytes, queued and in flight together). One lane per slot, each sent in order, one
 /// at a time, so a topic's messages keep their order and a shard that cannot be reached holds up
-/// only its own slots. A publish that could not be sent (`.unavailable`: no reachable master for
+/// only its own slots. When full, the longest lane gives up its newest publishes (dropped,
+/// counted) to a shorter one, so the publishes piling up for an unreachable shard do not
+/// starve the others. A publish that could not be sent (`.unavailable`: no reachable master for
 /// the slot) is retried every 200 ms until it is sent or the backplane detaches.
 private final class ClusterPublishQueue: Sendable {
     private struct Item {
@@ -440,7 +442,20 @@ private final class ClusterPublishQueue: Sendable {
         let slot = RedisClusterSlot.slot(of: channelBytes)
         let item = Item(arguments: [Array("SPUBLISH".utf8), channelBytes, envelope], size: channelBytes.count + envelope.count)
         enum Outcome { case queued, startLane, dropped(log: Bool, count: Int, bytes: Int) }
+        var evicted = 0
         let outcome = state.withLock { s -> Outcome in
+            // Full: a shard that cannot be reached must not starve the others. The longest
+            // lane (a slot whose publishes pile up) gives up its newest publish while it is
+            // longer than this slot's lane would be; its head, being sent, stays.
+            let own = s.lanes[slot]?.count ?? 0
+            while !s.closed, s.count >= maximumCount || s.bytes + item.size > maximumBytes,
+                  let longest = s.lanes.max(by: { $0.value.count < $1.value.count }),
+                  longest.key != slot, longest.value.count >= 2, longest.value.count > own + 1,
+                  let dropped = s.lanes[longest.key]?.popLast() {
+                s.count -= 1
+                s.bytes -= dropped.size
+                evicted += 1
+            }
             guard !s.closed, s.count < maximumCount, s.bytes + item.size <= maximumBytes else {
                 let log = !s.loggedDrops && !s.closed
                 s.loggedDrops = true
@@ -455,6 +470,7 @@ private final class ClusterPublishQueue: Sendable {
             s.lanes[slot] = [item]
             return .startLane
         }
+        if evicted > 0 { counters.dropped.add(evicted, ordering: .relaxed) }
         switch outcome {
         case .queued:
             break
