@@ -22,7 +22,8 @@ public final class RedisSubscriber: Sendable {
     let core: RedisSubscriberCore
 
     /// A subscriber for `url`; it connects at once. A Redis Cluster URL (`redis-cluster://`)
-    /// throws `.invalidArgument`: pub/sub in a cluster is not supported yet.
+    /// throws `.invalidArgument`: this subscriber talks to one server; ``RedisTopicBackplane``
+    /// subscribes to a cluster's topics with sharded pub/sub (`SSUBSCRIBE` on each topic's master).
     public init(url: RedisURL, configuration: RedisConfiguration = RedisConfiguration(),
                 group: EventLoopGroup? = nil, logger: Logger = Logger(label: "switchboard.redis"),
                 onStateChange: (@Sendable (RedisConnectionState) -> Void)? = nil,
@@ -80,12 +81,25 @@ public final class RedisSubscriber: Sendable {
     }
 }
 
-/// The loop-confined side of ``RedisSubscriber``.
+/// The loop-confined side of ``RedisSubscriber``, and of each node connection of a
+/// ``RedisShardedSubscriber`` (mode `.sharded`).
 final class RedisSubscriberCore: RedisLinkOwner, @unchecked Sendable {
     // Safety: every member is touched only on `link.loop`'s thread.
     let link: RedisLink
     private let onStateChange: (@Sendable (RedisConnectionState) -> Void)?
     private let onMessage: RedisSubscriber.Handler
+
+    /// Classic pub/sub (`SUBSCRIBE`, `message`) or sharded pub/sub of a Redis Cluster node
+    /// (`SSUBSCRIBE` with one command per slot, `smessage`).
+    enum Mode { case classic, sharded }
+    let mode: Mode
+    /// Sharded mode: a channel confirmed by the node (`ssubscribe`), on the loop.
+    var onConfirmed: ((String) -> Void)?
+    /// Sharded mode: channels still wanted that the node no longer serves (a `sunsubscribe` we
+    /// did not ask for, a `MOVED` reply): they are not re-subscribed here; the owner moves them.
+    var onLost: (([String]) -> Void)?
+    private var subscribeCommand: String { mode == .classic ? "SUBSCRIBE" : "SSUBSCRIBE" }
+    private var unsubscribeCommand: String { mode == .classic ? "UNSUBSCRIBE" : "SUNSUBSCRIBE" }
     /// Channels wanted, and those Redis confirmed on this connection.
     private var wanted: Set<String> = []
     private var confirmed: Set<String> = []
@@ -96,9 +110,10 @@ final class RedisSubscriberCore: RedisLinkOwner, @unchecked Sendable {
     private var outstanding: [String: Int] = [:]
     private var waiters: [String: [CheckedContinuation<Bool, Never>]] = [:]
 
-    init(link: RedisLink, onStateChange: (@Sendable (RedisConnectionState) -> Void)?,
+    init(link: RedisLink, mode: Mode = .classic, onStateChange: (@Sendable (RedisConnectionState) -> Void)?,
          onMessage: @escaping RedisSubscriber.Handler) {
         self.link = link
+        self.mode = mode
         self.onStateChange = onStateChange
         self.onMessage = onMessage
         link.owner = self
@@ -116,7 +131,7 @@ final class RedisSubscriberCore: RedisLinkOwner, @unchecked Sendable {
         if confirmed.contains(channel) { waiter?.resume(returning: true); return }
         guard link.isUp else { waiter?.resume(returning: false); return }
         if let waiter { waiters[channel, default: []].append(waiter) }
-        if added { send("SUBSCRIBE", [channel]) }
+        if added { send(subscribeCommand, [channel]) }
         updateReady()
     }
 
@@ -125,7 +140,7 @@ final class RedisSubscriberCore: RedisLinkOwner, @unchecked Sendable {
         // Unconfirmed at once: a subscribe before Redis answers this must wait for its own reply.
         confirmed.remove(channel)
         for w in waiters.removeValue(forKey: channel) ?? [] { w.resume(returning: false) }
-        if link.isUp { send("UNSUBSCRIBE", [channel]) }
+        if link.isUp { send(unsubscribeCommand, [channel]) }
         updateReady()
     }
 
@@ -133,12 +148,19 @@ final class RedisSubscriberCore: RedisLinkOwner, @unchecked Sendable {
     private func send(_ command: String, _ channels: [String]) {
         for channel in channels { outstanding[channel, default: 0] += 1 }
         var bytes: [UInt8] = []
-        var start = 0
-        // At most 1,000 channels per command, to keep each command small.
-        while start < channels.count {
-            let end = min(channels.count, start + 1000)
-            RESPEncoder.append(command: [Array(command.utf8)] + channels[start..<end].map { Array($0.utf8) }, to: &bytes)
-            start = end
+        // Sharded: every channel of one SSUBSCRIBE must share a slot (else CROSSSLOT).
+        let groups: [[String]] = switch mode {
+        case .classic: [channels]
+        case .sharded: Dictionary(grouping: channels, by: RedisClusterSlot.slot(of:)).sorted { $0.key < $1.key }.map(\.value)
+        }
+        for group in groups {
+            var start = 0
+            // At most 1,000 channels per command, to keep each command small.
+            while start < group.count {
+                let end = min(group.count, start + 1000)
+                RESPEncoder.append(command: [Array(command.utf8)] + group[start..<end].map { Array($0.utf8) }, to: &bytes)
+                start = end
+            }
         }
         if !link.write(bytes) {
             link.fail(RedisError(kind: .limitExceeded, message: "the subscriber's queue to Redis is full"))
@@ -148,7 +170,7 @@ final class RedisSubscriberCore: RedisLinkOwner, @unchecked Sendable {
     func linkUp(reconnected: Bool) {
         confirmed = []
         outstanding = [:]
-        if !wanted.isEmpty { send("SUBSCRIBE", wanted.sorted()) }
+        if !wanted.isEmpty { send(subscribeCommand, wanted.sorted()) }
         updateReady()
         onStateChange?(.connected(reconnected: reconnected))
     }
@@ -156,6 +178,19 @@ final class RedisSubscriberCore: RedisLinkOwner, @unchecked Sendable {
     func linkReceived(_ value: RESPValue) {
         guard case .array(let items) = value, items.count == 3, let kind = items[0].string,
               let channel = items[1].string else {
+            if case .error(let message) = value, mode == .sharded, message.hasPrefix("MOVED") {
+                // The node no longer serves a slot we asked for: every channel still awaiting
+                // its confirmation goes to the owner, which finds the new node.
+                let lost = wanted.filter { !confirmed.contains($0) && outstanding[$0] != nil }.sorted()
+                for channel in lost {
+                    wanted.remove(channel)
+                    outstanding[channel] = nil
+                    for w in waiters.removeValue(forKey: channel) ?? [] { w.resume(returning: false) }
+                }
+                updateReady()
+                if !lost.isEmpty { onLost?(lost) }
+                return
+            }
             if case .error(let message) = value {
                 // Refused (an ACL, for example): never left unsubscribed in silence. The link
                 // starts again with backoff and subscribes again, until Redis accepts.
@@ -166,19 +201,28 @@ final class RedisSubscriberCore: RedisLinkOwner, @unchecked Sendable {
             return
         }
         switch kind {
-        case "message":
+        case "message" where mode == .classic, "smessage" where mode == .sharded:
             guard wanted.contains(channel), case .bulkString(let payload) = items[2] else { return }
             onMessage(channel, payload)
-        case "subscribe":
+        case "subscribe" where mode == .classic, "ssubscribe" where mode == .sharded:
             // Only the reply to the channel's last request says where Redis stands now.
             guard answered(channel) == 0, wanted.contains(channel) else { return }
             confirmed.insert(channel)
             updateReady()
             for w in waiters.removeValue(forKey: channel) ?? [] { w.resume(returning: true) }
-        case "unsubscribe":
+            onConfirmed?(channel)
+        case "unsubscribe" where mode == .classic, "sunsubscribe" where mode == .sharded:
             // A later SUBSCRIBE of the same channel (re-subscribed meanwhile) confirms it again.
+            let unasked = outstanding[channel] == nil
             _ = answered(channel)
             confirmed.remove(channel)
+            if mode == .sharded, unasked, wanted.remove(channel) != nil {
+                // Not asked for: Redis 7 tells so when the channel's slot left this node.
+                for w in waiters.removeValue(forKey: channel) ?? [] { w.resume(returning: false) }
+                updateReady()
+                onLost?([channel])
+                return
+            }
             updateReady()
         default:
             break

@@ -26,6 +26,16 @@ import Synchronization
 /// reports a possible gap for every topic it had subscribed
 /// (``TopicBackplaneReceiver/reportPossibleGap(in:)``: logged, and counted in
 /// ``WebSocketServer/Statistics/backplaneGaps``).
+///
+/// Redis Cluster (`redis-cluster://` URL, Redis ≥ 7): pub/sub is sharded. A topic's channel is
+/// `<prefix>topic:{room:<topic>}` (its hash tag puts it in one slot; the prefix may not contain
+/// `{` or `}`); publishes are `SPUBLISH` to the master owning that slot (through a
+/// ``RedisClusterClient``), subscriptions `SSUBSCRIBE` on it (one pub/sub connection per master
+/// that owns subscribed topics), so a topic's traffic touches only its shard. Publishes to a
+/// shard that cannot be reached wait in the same bounded queue (in order per topic), and are
+/// sent once a master serves the slot again. Subscriptions follow slot moves and failovers; a
+/// possible gap is reported for exactly the topics whose subscription was lost, once they are
+/// subscribed again.
 public final class RedisTopicBackplane: TopicBackplane {
     /// What the backplane did so far.
     public struct Statistics: Sendable, Equatable {
@@ -53,11 +63,17 @@ public final class RedisTopicBackplane: TopicBackplane {
     public let maximumQueuedBytes: Int
 
     private let nodeBytes: [UInt8]
-    private let client: RedisClient
-    private let subscriber: RedisSubscriber
+    /// The connections: one Redis (or its Sentinel-found master), or a Redis Cluster.
+    private enum Transport {
+        case single(RedisClient, RedisSubscriber, PublishQueue)
+        case cluster(RedisClusterClient, RedisShardedSubscriber, ClusterPublishQueue)
+    }
+    private let transport: Transport
+    /// Whether the channels are named for a Redis Cluster (with a hash tag).
+    private let isCluster: Bool
     private let logger: Logger
     private let shared: Mutex<Shared>
-    private let counters = BackplaneCounters()
+    private let counters: BackplaneCounters
 
     private struct Shared {
         var receiver: TopicBackplaneReceiver?
@@ -96,16 +112,33 @@ public final class RedisTopicBackplane: TopicBackplane {
         logger[metadataKey: "node"] = "\(nodeID)"
         self.logger = logger
         shared = Mutex(Shared())
-        client = try RedisClient(url: url, configuration: configuration, group: group, logger: logger)
+        let counters = BackplaneCounters()
+        self.counters = counters
         let box = WeakBox()
-        subscriber = try RedisSubscriber(url: url, configuration: configuration, group: group, logger: logger,
-                                         onStateChange: { box.backplane?.subscriberChanged($0) },
-                                         onMessage: { channel, payload in box.backplane?.received(channel, payload) })
+        if url.cluster != nil {
+            try Self.checkClusterPrefix(prefix)
+            isCluster = true
+            let cluster = try RedisClusterClient(url: url, configuration: configuration, group: group, logger: logger)
+            let subscriber = RedisShardedSubscriber(
+                cluster: cluster, group: group, logger: logger,
+                onMessage: { channel, payload in box.backplane?.received(channel, payload) },
+                onPossibleGap: { channels in box.backplane?.shardGap(channels) })
+            let queue = ClusterPublishQueue(cluster: cluster, maximumCount: self.maximumQueuedPublishes,
+                                            maximumBytes: self.maximumQueuedBytes, counters: counters, logger: logger)
+            transport = .cluster(cluster, subscriber, queue)
+            box.backplane = self
+            Task { try? await cluster.connect() }
+            return
+        }
+        isCluster = false
+        let client = try RedisClient(url: url, configuration: configuration, group: group, logger: logger)
+        let subscriber = try RedisSubscriber(url: url, configuration: configuration, group: group, logger: logger,
+                                             onStateChange: { box.backplane?.subscriberChanged($0) },
+                                             onMessage: { channel, payload in box.backplane?.received(channel, payload) })
         let queue = PublishQueue(maximumCount: self.maximumQueuedPublishes, maximumBytes: self.maximumQueuedBytes)
-        self.queue = queue
+        transport = .single(client, subscriber, queue)
         box.backplane = self
         let core = client.core
-        let counters = counters
         let publishLogger = logger
         core.link.loop.execute {
             core.onStateChange = { state in
@@ -121,10 +154,23 @@ public final class RedisTopicBackplane: TopicBackplane {
         }
     }
 
-    private let queue: PublishQueue
+    /// Refuses a prefix with `{` or `}` for a Redis Cluster: it would change the channels' hash tag.
+    static func checkClusterPrefix(_ prefix: String) throws(RedisError) {
+        guard !prefix.contains("{"), !prefix.contains("}") else {
+            throw RedisError(kind: .invalidArgument,
+                             message: "the prefix \"\(prefix)\" contains { or }: with a Redis Cluster it would break the channels' hash tag")
+        }
+    }
 
     /// Whether both connections are up and every topic with local subscribers is subscribed.
-    public var isConnected: Bool { counters.clientUp.load(ordering: .acquiring) && subscriber.isReady }
+    /// Redis Cluster: whether every topic with local subscribers is subscribed on its master
+    /// (publishes go through the cluster client, which connects to each master on demand).
+    public var isConnected: Bool {
+        switch transport {
+        case .single(_, let subscriber, _): counters.clientUp.load(ordering: .acquiring) && subscriber.isReady
+        case .cluster(_, let subscriber, _): subscriber.isReady
+        }
+    }
 
     /// Whether the publishing connection is up (for tests: while it is not, publishes queue).
     var isPublishingConnectionUp: Bool { counters.clientUp.load(ordering: .acquiring) }
@@ -138,8 +184,11 @@ public final class RedisTopicBackplane: TopicBackplane {
                    reconnections: counters.reconnections.load(ordering: .relaxed))
     }
 
-    /// The Redis channel of `topic`: `<prefix>topic:<topic>`.
-    public func channel(for topic: String) -> String { prefix + "topic:" + topic }
+    /// The Redis channel of `topic`: `<prefix>topic:<topic>`; with a Redis Cluster
+    /// `<prefix>topic:{room:<topic>}` (a hash tag: one slot per topic).
+    public func channel(for topic: String) -> String {
+        isCluster ? prefix + "topic:{room:" + topic + "}" : prefix + "topic:" + topic
+    }
 
     /// The bytes this backplane publishes for `message` (a ``BackplaneEnvelope``): version,
     /// flags, the sender's node id, then the payload. `fromThisProcess: false` marks it as from no
@@ -166,28 +215,51 @@ public final class RedisTopicBackplane: TopicBackplane {
 
     public func topicActivated(_ topic: String) {
         shared.withLock { _ = $0.topics.insert(topic) }
-        subscriber.add(channel(for: topic))
+        switch transport {
+        case .single(_, let subscriber, _): subscriber.add(channel(for: topic))
+        case .cluster(_, let subscriber, _): subscriber.add(channel(for: topic))
+        }
     }
 
     public func topicDeactivated(_ topic: String) {
         shared.withLock { _ = $0.topics.remove(topic) }
-        subscriber.unsubscribe(channel(for: topic))
+        switch transport {
+        case .single(_, let subscriber, _): subscriber.unsubscribe(channel(for: topic))
+        case .cluster(_, let subscriber, _): subscriber.unsubscribe(channel(for: topic))
+        }
     }
 
     public func publish(_ message: WebSocketMessage, to topic: String, compress: Bool) {
-        let command = Self.publishCommand(channel: channel(for: topic), envelope: envelope(message, compress: compress))
-        let core = client.core, queue = queue, counters = counters, logger = logger
-        core.link.loop.execute { queue.publish(command, via: core, counters: counters, logger: logger) }
+        let channel = channel(for: topic)
+        let envelope = envelope(message, compress: compress)
+        switch transport {
+        case .single(let client, _, let queue):
+            let command = Self.publishCommand(channel: channel, envelope: envelope)
+            let core = client.core, counters = counters, logger = logger
+            core.link.loop.execute { queue.publish(command, via: core, counters: counters, logger: logger) }
+        case .cluster(_, _, let queue):
+            queue.publish(channel: channel, envelope: envelope)
+        }
     }
 
     public func waitUntilReceiving(_ topic: String) async -> Bool {
-        await subscriber.subscribe(channel(for: topic))
+        switch transport {
+        case .single(_, let subscriber, _): await subscriber.subscribe(channel(for: topic))
+        case .cluster(_, let subscriber, _): await subscriber.subscribe(channel(for: topic))
+        }
     }
 
     public func detach() async {
         shared.withLock { $0.receiver = nil }
-        await subscriber.close()
-        await client.close()
+        switch transport {
+        case .single(let client, let subscriber, _):
+            await subscriber.close()
+            await client.close()
+        case .cluster(let cluster, let subscriber, let queue):
+            queue.close()
+            await subscriber.close()
+            await cluster.close()
+        }
     }
 
     /// `PUBLISH channel envelope`, encoded.
@@ -199,9 +271,18 @@ public final class RedisTopicBackplane: TopicBackplane {
 
     // MARK: Receiving
 
+    /// The topic of `channel`, nil when it is not a topic channel of this backplane.
+    private func topic(ofChannel channel: String) -> String? {
+        let topicPrefix = prefix + (isCluster ? "topic:{room:" : "topic:")
+        guard channel.hasPrefix(topicPrefix) else { return nil }
+        let rest = channel.dropFirst(topicPrefix.count)
+        guard isCluster else { return String(rest) }
+        guard rest.hasSuffix("}") else { return nil }
+        return String(rest.dropLast())
+    }
+
     fileprivate func received(_ channel: String, _ payload: [UInt8]) {
-        let topicPrefix = prefix + "topic:"
-        guard channel.hasPrefix(topicPrefix) else { return }
+        guard let topic = topic(ofChannel: channel) else { return }
         // Our own publish, already served in-process (checked before decoding, which validates).
         let nodeRange = (BackplaneEnvelope.headerLength - BackplaneEnvelope.nodeIDLength)..<BackplaneEnvelope.headerLength
         if payload.count >= BackplaneEnvelope.headerLength, payload[0] == BackplaneEnvelope.version,
@@ -214,9 +295,21 @@ public final class RedisTopicBackplane: TopicBackplane {
         guard let receiver else { return }
         let message = envelope.message
         counters.received.add(1, ordering: .relaxed)
-        let topic = String(channel.dropFirst(topicPrefix.count))
         observer?(topic, message)
         receiver.deliver(message, to: topic, compress: envelope.compress)
+    }
+
+    /// Redis Cluster: `channels` are subscribed again after their subscription was lost (their
+    /// master failed, or their slot moved): a possible gap in exactly their topics.
+    fileprivate func shardGap(_ channels: [String]) {
+        let topics = channels.compactMap(topic(ofChannel:)).sorted()
+        let (receiver, handler) = shared.withLock { s in
+            (s.receiver, s.gapHandler)
+        }
+        guard let receiver, !topics.isEmpty else { return }
+        counters.reconnections.add(1, ordering: .relaxed)
+        receiver.reportPossibleGap(in: topics)
+        handler?(topics)
     }
 
     fileprivate func subscriberChanged(_ state: RedisConnectionState) {
@@ -310,4 +403,129 @@ private final class BackplaneCounters: Sendable {
     let reconnections = Atomic<Int>(0)
     /// The publishing connection is up.
     let clientUp = Atomic<Bool>(false)
+}
+
+/// Redis Cluster publishes: `SPUBLISH` through the cluster client, bounded as ``PublishQueue``
+/// (count and bytes, queued and in flight together). One lane per slot, each sent in order, one
+/// at a time, so a topic's messages keep their order and a shard that cannot be reached holds up
+/// only its own slots. When full, the longest lane gives up its newest publishes (dropped,
+/// counted) to a shorter one, so the publishes piling up for an unreachable shard do not
+/// starve the others. A publish that could not be sent (`.unavailable`: no reachable master for
+/// the slot) is retried every 200 ms until it is sent or the backplane detaches.
+private final class ClusterPublishQueue: Sendable {
+    private struct Item {
+        let arguments: [[UInt8]]
+        let size: Int
+    }
+    private struct State {
+        var lanes: [Int: [Item]] = [:]
+        var count = 0
+        var bytes = 0
+        var loggedDrops = false
+        var closed = false
+    }
+
+    private let cluster: RedisClusterClient
+    private let maximumCount: Int
+    private let maximumBytes: Int
+    private let counters: BackplaneCounters
+    private let logger: Logger
+    private let state = Mutex(State())
+
+    init(cluster: RedisClusterClient, maximumCount: Int, maximumBytes: Int, counters: BackplaneCounters, logger: Logger) {
+        self.cluster = cluster
+        self.maximumCount = maximumCount
+        self.maximumBytes = maximumBytes
+        self.counters = counters
+        self.logger = logger
+    }
+
+    func publish(channel: String, envelope: [UInt8]) {
+        let channelBytes = Array(channel.utf8)
+        let slot = RedisClusterSlot.slot(of: channelBytes)
+        let item = Item(arguments: [Array("SPUBLISH".utf8), channelBytes, envelope], size: channelBytes.count + envelope.count)
+        enum Outcome { case queued, startLane, dropped(log: Bool, count: Int, bytes: Int) }
+        var evicted = 0
+        let outcome = state.withLock { s -> Outcome in
+            // Full: a shard that cannot be reached must not starve the others. The longest
+            // lane (a slot whose publishes pile up) gives up its newest publish while it is
+            // longer than this slot's lane would be; its head, being sent, stays.
+            let own = s.lanes[slot]?.count ?? 0
+            while !s.closed, s.count >= maximumCount || s.bytes + item.size > maximumBytes,
+                  let longest = s.lanes.max(by: { $0.value.count < $1.value.count }),
+                  longest.key != slot, longest.value.count >= 2, longest.value.count > own + 1,
+                  let dropped = s.lanes[longest.key]?.popLast() {
+                s.count -= 1
+                s.bytes -= dropped.size
+                evicted += 1
+            }
+            guard !s.closed, s.count < maximumCount, s.bytes + item.size <= maximumBytes else {
+                let log = !s.loggedDrops && !s.closed
+                s.loggedDrops = true
+                return .dropped(log: log, count: s.count, bytes: s.bytes)
+            }
+            s.count += 1
+            s.bytes += item.size
+            if s.lanes[slot] != nil {
+                s.lanes[slot]?.append(item)
+                return .queued
+            }
+            s.lanes[slot] = [item]
+            return .startLane
+        }
+        if evicted > 0 { counters.dropped.add(evicted, ordering: .relaxed) }
+        switch outcome {
+        case .queued:
+            break
+        case .startLane:
+            Task { await self.drain(slot) }
+        case .dropped(let log, let count, let bytes):
+            counters.dropped.add(1, ordering: .relaxed)
+            if log {
+                logger.warning("Redis Cluster shard unreachable and the publish queue is full: dropping publishes for other processes",
+                               metadata: ["queued": "\(count)", "queuedBytes": "\(bytes)"])
+            }
+        }
+    }
+
+    /// Sends the lane of `slot` in order until it is empty.
+    private func drain(_ slot: Int) async {
+        while let item = state.withLock({ s -> Item? in s.closed ? nil : s.lanes[slot]?.first }) {
+            var sent = false
+            while true {
+                do throws(RedisError) {
+                    _ = try await cluster.send(slot: slot, item.arguments)
+                    sent = true
+                } catch where error.kind == .unavailable {
+                    // Not sent: no reachable master serves the slot yet. Kept, in order.
+                    if state.withLock({ $0.closed }) { break }
+                    try? await Task.sleep(for: .milliseconds(200))
+                    continue
+                } catch {
+                    // An error reply, the connection lost after sending, closed: dropped.
+                }
+                break
+            }
+            counters.clientUp.store(sent, ordering: .releasing)
+            if sent { counters.published.add(1, ordering: .relaxed) } else { counters.dropped.add(1, ordering: .relaxed) }
+            state.withLock { s in
+                guard !s.closed else { return }
+                s.lanes[slot]?.removeFirst()
+                if s.lanes[slot]?.isEmpty == true { s.lanes[slot] = nil }
+                s.count -= 1
+                s.bytes -= item.size
+                if s.count == 0 { s.loggedDrops = false }
+            }
+        }
+    }
+
+    /// Stops: publishes still queued are dropped.
+    func close() {
+        state.withLock { s in
+            s.closed = true
+            s.lanes = [:]
+            s.count = 0
+            s.bytes = 0
+        }
+    }
 }

@@ -40,10 +40,19 @@ public final class RedisTopicEmitter: Sendable {
     public let maximumEnvelopeBytes: Int
 
     private let nodeBytes: [UInt8]
-    private let client: RedisClient
+    /// One Redis (or its Sentinel-found master), or a Redis Cluster (sharded pub/sub).
+    private enum Client: Sendable {
+        case single(RedisClient)
+        case cluster(RedisClusterClient)
+    }
+    private let client: Client
 
     /// An emitter for the Redis at `url` (not connected yet: the first publish, or
     /// ``connect()``, connects). `prefix` must be the servers' backplane prefix.
+    ///
+    /// A Redis Cluster URL (`redis-cluster://`) publishes with `SPUBLISH` to the master owning
+    /// each topic's channel `<prefix>topic:{room:<topic>}`, as ``RedisTopicBackplane`` does; its
+    /// prefix may not contain `{` or `}` (`.invalidArgument`).
     public init(url: RedisURL, prefix: String = "switchboard:", configuration: RedisConfiguration = RedisConfiguration(),
                 group: EventLoopGroup? = nil,
                 logger: Logger = Logger(label: "switchboard.redis.emitter")) throws(RedisError) {
@@ -54,14 +63,28 @@ public final class RedisTopicEmitter: Sendable {
         maximumEnvelopeBytes = max(BackplaneEnvelope.headerLength, configuration.parseLimits.maxBulkLength)
         var logger = logger
         logger[metadataKey: "node"] = "\(nodeID)"
-        client = try RedisClient(url: url, configuration: configuration, group: group, logger: logger)
+        if url.cluster != nil {
+            try RedisTopicBackplane.checkClusterPrefix(prefix)
+            client = .cluster(try RedisClusterClient(url: url, configuration: configuration, group: group, logger: logger))
+        } else {
+            client = .single(try RedisClient(url: url, configuration: configuration, group: group, logger: logger))
+        }
     }
 
-    /// The Redis server's URL (its description hides the password).
-    public var url: RedisURL { client.url }
+    /// The Redis server's URL, or the cluster's (its description hides the password).
+    public var url: RedisURL {
+        switch client {
+        case .single(let client): client.url
+        case .cluster(let cluster): cluster.url
+        }
+    }
 
-    /// The Redis channel of `topic`: `<prefix>topic:<topic>`, the backplane's.
-    public func channel(for topic: String) -> String { prefix + "topic:" + topic }
+    /// The Redis channel of `topic`: `<prefix>topic:<topic>`, the backplane's; with a Redis
+    /// Cluster `<prefix>topic:{room:<topic>}`.
+    public func channel(for topic: String) -> String {
+        if case .cluster = client { return prefix + "topic:{room:" + topic + "}" }
+        return prefix + "topic:" + topic
+    }
 
     /// The envelope's bytes before the payload, with this emitter's node id (see
     /// ``BackplaneEnvelope/header(binary:compress:node:)``): for publishing from a Lua script.
@@ -77,17 +100,28 @@ public final class RedisTopicEmitter: Sendable {
     }
 
     /// Opens the connection now and waits until it is ready (or fails).
+    /// Redis Cluster: fetches the slot map (each master is connected by its first publish).
     public func connect() async throws(RedisError) {
-        try await client.connect()
+        switch client {
+        case .single(let client): try await client.connect()
+        case .cluster(let cluster): try await cluster.connect()
+        }
     }
 
-    /// Whether the connection is up now.
+    /// Whether the connection is up now (Redis Cluster: whether a slot map is known).
     public var isConnected: Bool {
-        get async { await client.isConnected }
+        get async {
+            switch client {
+            case .single(let client): await client.isConnected
+            case .cluster(let cluster): await !cluster.slotMap.masters.isEmpty
+            }
+        }
     }
 
     /// Publishes `message` to `topic` on every server process that shares the Redis
-    /// (`PUBLISH <prefix>topic:<topic> <envelope>`) and waits for Redis's reply.
+    /// (`PUBLISH <prefix>topic:<topic> <envelope>`; with a Redis Cluster
+    /// `SPUBLISH <prefix>topic:{room:<topic>} <envelope>` to the master owning its slot) and
+    /// waits for Redis's reply.
     ///
     /// Returns how many Redis subscribers received it: the number of server processes with
     /// local subscribers of `topic` (0: nobody listens; the message is gone). Throws
@@ -107,7 +141,16 @@ public final class RedisTopicEmitter: Sendable {
             throw RedisError(kind: .invalidArgument,
                              message: "an envelope of \(envelope.count) bytes is above the receivers' limit of \(maximumEnvelopeBytes)")
         }
-        let reply = try await client.send(bytes: [Array("PUBLISH".utf8), Array(channel(for: topic).utf8), envelope])
+        let channel = Array(channel(for: topic).utf8)
+        let reply: RESPValue
+        switch client {
+        case .single(let client):
+            reply = try await client.send(bytes: [Array("PUBLISH".utf8), channel, envelope])
+        case .cluster(let cluster):
+            // The cluster client retries while the slot's master cannot be reached, within
+            // RedisConfiguration.clusterRetryBudget; then `.unavailable`.
+            reply = try await cluster.send(keyBytes: channel, [Array("SPUBLISH".utf8), channel, envelope])
+        }
         guard case .integer(let receivers) = reply, let count = Int(exactly: receivers), count >= 0 else {
             throw RedisError(kind: .protocolError, message: "Redis did not answer PUBLISH with a subscriber count")
         }
@@ -122,6 +165,9 @@ public final class RedisTopicEmitter: Sendable {
 
     /// Closes the connection; publishes still waiting fail with `.closed`, and later ones too.
     public func close() async {
-        await client.close()
+        switch client {
+        case .single(let client): await client.close()
+        case .cluster(let cluster): await cluster.close()
+        }
     }
 }

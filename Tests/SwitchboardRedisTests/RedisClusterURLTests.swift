@@ -109,7 +109,7 @@ struct RedisClusterURLTests {
     }
 
     /// The single-server clients refuse a Cluster URL at once instead of treating its first seed
-    /// as a single server, and name the cluster client.
+    /// as a single server, and name the cluster client; the backplane and emitter take it.
     @Test func theSingleServerClientsRefuseAClusterURL() throws {
         let url = try RedisURL("redis-cluster://:Zq7-secret@127.0.0.1:1")
         do {
@@ -120,7 +120,11 @@ struct RedisClusterURLTests {
             #expect(!error.description.contains("Zq7"))
         }
         #expect(throws: RedisError.self) { try RedisSubscriber(url: url) { _, _ in } }
-        #expect(throws: RedisError.self) { try RedisTopicBackplane(url: url) }
-        #expect(throws: RedisError.self) { try RedisTopicEmitter(url: url) }
+        // The backplane and the emitter take a Cluster URL (sharded pub/sub): see
+        // RedisShardedBackplaneTests.
+        let backplane = try RedisTopicBackplane(url: url)
+        let emitter = try RedisTopicEmitter(url: url)
+        #expect(backplane.channel(for: "r") == "switchboard:topic:{room:r}" && emitter.channel(for: "r") == backplane.channel(for: "r"))
+        Task { await backplane.detach(); await emitter.close() }
     }
 }
