@@ -65,7 +65,13 @@ struct Serve: AsyncParsableCommand {
             if !(0...16).contains(redisMinReplicasAck) { throw ValidationError("--redis-min-replicas-ack must be 0...16") }
         }
         if let redis {
-            do { _ = try RedisURL(redis) } catch { throw ValidationError("--redis: \(error)") }
+            let url: RedisURL
+            do { url = try RedisURL(redis) } catch { throw ValidationError("--redis: \(error)") }
+            // The room keys and their scripts span slots for now (issue 36, items 3 and 4).
+            if url.cluster != nil {
+                throw ValidationError("--redis: the chat room does not run on a Redis Cluster yet; give one Redis "
+                                      + "(redis://) or its sentinels (redis-sentinel://)")
+            }
         }
     }
 

@@ -72,7 +72,7 @@ public final class RedisTopicBackplane: TopicBackplane {
     /// Whether the channels are named for a Redis Cluster (with a hash tag).
     private let isCluster: Bool
     private let logger: Logger
-    private let shared: Mutex<Shared>
+    private let shared: Locked<Shared>
     private let counters: BackplaneCounters
 
     private struct Shared {
@@ -111,7 +111,7 @@ public final class RedisTopicBackplane: TopicBackplane {
         var logger = logger
         logger[metadataKey: "node"] = "\(nodeID)"
         self.logger = logger
-        shared = Mutex(Shared())
+        shared = Locked(Shared())
         let counters = BackplaneCounters()
         self.counters = counters
         let box = WeakBox()
@@ -334,7 +334,7 @@ public final class RedisTopicBackplane: TopicBackplane {
 /// the subscriber's loop may not have seen yet: hence the lock).
 private final class WeakBox: Sendable {
     private struct Reference { weak var backplane: RedisTopicBackplane? }
-    private let reference = Mutex(Reference())
+    private let reference = Locked(Reference())
 
     var backplane: RedisTopicBackplane? {
         get { reference.withLock { $0.backplane } }
@@ -430,7 +430,7 @@ private final class ClusterPublishQueue: Sendable {
     private let maximumBytes: Int
     private let counters: BackplaneCounters
     private let logger: Logger
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(cluster: RedisClusterClient, maximumCount: Int, maximumBytes: Int, counters: BackplaneCounters, logger: Logger) {
         self.cluster = cluster

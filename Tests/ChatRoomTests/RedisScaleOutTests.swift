@@ -222,4 +222,15 @@ struct RedisScaleOutTests {
         #expect(status != 0)
         #expect(child.stderrText.contains("--redis and --db exclude each other"))
     }
+
+    /// A Redis Cluster URL is refused at start-up with a clear reason (the chat room's keys are
+    /// not per slot yet), before anything connects.
+    @Test func aRedisClusterURLIsRefusedClearly() async throws {
+        let child = try ChildProcess(executable: try ChatPaths.binary(),
+                                     arguments: ["serve", "--port", "0", "--redis", "redis-cluster://127.0.0.1:1"])
+        let status = await child.waitForExit()
+        #expect(status != 0)
+        #expect(child.stderrText.contains("does not run on a Redis Cluster yet"), "\(child.stderrText)")
+        #expect(!child.stderrText.contains("cannot connect"), "\(child.stderrText)")
+    }
 }

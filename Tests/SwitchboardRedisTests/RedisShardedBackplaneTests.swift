@@ -161,9 +161,11 @@ struct RedisShardedBackplaneTests {
         }
         // 15 beyond the bound, and 1 more given up to let the first other topic's publish
         // through (the second finds room: the first was sent); one more if the first publish
-        // went out on the dying connection before A saw it close.
+        // went out on the dying connection before A saw it close, and one more if the first
+        // other topic's publish, delivered, is not yet taken off its lane when the second comes
+        // (its sender's task resumes after the reply; a loaded machine can delay it).
         while backplaneA.statistics.dropped < 16 { try await Task.sleep(for: .milliseconds(20)) }
-        #expect((16...17).contains(backplaneA.statistics.dropped))
+        #expect((16...18).contains(backplaneA.statistics.dropped))
         // Once the replica is promoted, both servers subscribe the victim's topic on it and
         // report a possible gap for it; its messages flow again.
         let deadline = ContinuousClock.now + .seconds(60)

@@ -11,12 +11,12 @@ import Darwin
 /// Used instead of `Synchronization.Mutex` because ThreadSanitizer understands pthread mutexes
 /// (it intercepts them) but not Mutex's futex-based implementation on Linux, which made every
 /// locked access look like a race and hid real ones.
-final class Locked<State>: @unchecked Sendable {
+package final class Locked<State>: @unchecked Sendable {
     // Safety: `state` is only accessed between lock and unlock of `mutex`.
     private var state: State
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-    init(_ initial: State) {
+    package init(_ initial: State) {
         state = initial
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
@@ -30,7 +30,7 @@ final class Locked<State>: @unchecked Sendable {
 
     /// Runs `body` with exclusive access to the state.
     @inline(__always)
-    func withLock<R, E: Error>(_ body: (inout State) throws(E) -> R) throws(E) -> R {
+    package func withLock<R, E: Error>(_ body: (inout State) throws(E) -> R) throws(E) -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&state)

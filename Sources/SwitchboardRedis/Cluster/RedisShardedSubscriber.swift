@@ -38,7 +38,7 @@ final class RedisShardedSubscriber: Sendable {
     private let logger: Logger
     private let onMessage: RedisSubscriber.Handler
     private let onPossibleGap: @Sendable ([String]) -> Void
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(cluster: RedisClusterClient, group: EventLoopGroup?, logger: Logger,
          onMessage: @escaping RedisSubscriber.Handler, onPossibleGap: @escaping @Sendable ([String]) -> Void) {
