@@ -122,7 +122,11 @@ struct SessionCapTests {
         #expect(await waitUntil { agentProcesses(of: server.pid).isEmpty })
         let elapsed = ContinuousClock.now - left
         print("abandoned session's agent process gone after \(String(format: "%.2f", milliseconds(elapsed))) ms (grace 1 s)")
-        #expect(elapsed < TestEnvironment.sized(.seconds(3), tsan: .seconds(10)), "gone after \(elapsed)")
+        // After the 1 s grace, not before; and well before the default grace (30 s) would end it.
+        // The upper bound is loose on purpose: a loaded machine (the whole suite in parallel)
+        // delays the reaping by seconds (3.2 s seen against a former 3 s bound).
+        #expect(elapsed >= .milliseconds(500), "gone after \(elapsed), before the grace period")
+        #expect(elapsed < .seconds(20), "gone after \(elapsed)")
     }
 
     /// A client looping "new session, one prompt, disconnect", 16 at a time, with an agent

@@ -119,10 +119,14 @@ struct ChatTokenTests {
         defer { server.child.signal(SIGKILL) }
         let issued = TestLock<[String]>([])
         let socket = SocketAdapter(tokenProvider: {
-            // Whole seconds (2 to 3 s of life): room for a loaded machine to refresh at 80%.
+            // Declared to the client as expiring halfway through its real life: the refresh comes
+            // at 40% of it, leaving 60% (not 20%: 0.6 s of a 3 s token, missed by a loaded
+            // machine running the whole suite) for it to get through. The server closes at `exp`.
             let token = Self.token(sub: "u1", name: "alice", lifetime: Self.refreshable)
             issued.withLock { $0.append(token) }
-            return SocketToken(token, expiresAt: TokenExpiry.of(token))
+            let now = Date()
+            let declared = TokenExpiry.of(token).map { now.addingTimeInterval($0.timeIntervalSince(now) / 2) }
+            return SocketToken(token, expiresAt: declared)
         }, refreshCommand: { ChatCommand.refresh(token: $0.value).message })
         let alice = try await TestPeer.connect("alice", url: server.wsURL, socket: socket)
         try await alice.send(.join(room: "r", user: nil))
@@ -272,7 +276,9 @@ struct ChatTokenTests {
         try await bob.send(.join(room: "general", user: nil))
         try await bob.expect("history") { $0.type == "history" }
         let mint = ChatPaths.peers.appendingPathComponent("mint_token.py").path
-        let lifetime = Self.refreshable.components.seconds
+        // Twice the usual refreshable lifetime: the client refreshes at 80% of it, and 20% of a
+        // 3 s token (0.6 s) is a thin margin on a machine running the whole suite.
+        let lifetime = (Self.refreshable * 2).components.seconds
         let started = Date()
         let alice = try ChildProcess(executable: try ChatPaths.binary(), arguments: [
             "join", "--url", server.wsURL, "--room", "general", "--no-reconnect",

@@ -115,17 +115,23 @@ final class ExpiringTokenServer: Sendable {
         return "echo \(line)"
     }
 
-    /// A new token, valid for `lifetime` from now (nil: without expiry).
-    func issue(lifetime: Duration?) -> SocketToken {
-        let expiresAt = lifetime.map { Date().addingTimeInterval(Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18) }
+    /// A new token, valid for `lifetime` from now (nil: without expiry), declared to the client
+    /// as expiring after `declared` of that lifetime (1: its real expiry).
+    func issue(lifetime: Duration?, declared: Double = 1) -> SocketToken {
+        let now = Date()
+        let seconds = lifetime.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+        let expiresAt = seconds.map { now.addingTimeInterval($0) }
         let value = state.withLock { s in
             s.issued += 1
             let value = "tok-\(s.issued)"
             s.expiries[value] = .some(expiresAt)
             return value
         }
-        return SocketToken(value, expiresAt: expiresAt)
+        return SocketToken(value, expiresAt: seconds.map { now.addingTimeInterval($0 * declared) })
     }
+
+    /// When the server stops accepting `token` (nil: not issued here, or without expiry).
+    func expiry(of token: SocketToken) -> Date? { state.withLock { $0.expiries[token.value] ?? nil } }
 
     /// The next upgrades are refused with these statuses, whatever their token.
     func refuseNextUpgrades(_ statuses: [Int]) { state.withLock { $0.refusals += statuses } }
