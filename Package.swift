@@ -137,7 +137,8 @@ let package = Package(
                     exclude: ["Resources"]),
         // ExampleSupport: APIAccessTests check the API's key and token-scope rules in-process.
         .testTarget(name: "ChatRoomTests",
-                    dependencies: ["Switchboard", "SwitchboardCore", "ChatRoomCore", "ExampleSupport", "SwitchboardTestSupport"],
+                    dependencies: ["Switchboard", "SwitchboardCore", "ChatRoomCore", "ExampleSupport", "SwitchboardTestSupport",
+                                   "SwitchboardRedis"],
                     exclude: ["Peers"]),
         .testTarget(
             name: "SwitchboardTests",

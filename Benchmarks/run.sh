@@ -40,7 +40,8 @@
 # --mode fanout), for each Switchboard server style, in three set-ups: "1 process" (no Redis),
 # "1 process + Redis" (echo-server --redis: every publish also goes through Redis and comes back),
 # and "2 processes + Redis" (two echo-servers with the same --redis; loadgen --port2 puts every
-# other subscriber on the second, the publisher on the first). One redis-server (installed when
+# other subscriber on the second, the publisher on the first), and "2 processes + Redis Cluster"
+# (the same with a three-master Redis Cluster: sharded pub/sub). One redis-server (installed when
 # missing, started on a free port with --save "" --appendonly no, stopped at the end) on CPU 1
 # with loadgen; every echo-server on CPU 0 with one event loop, so the two processes share the
 # single process's core. Each set-up runs loadgen twice: --window 4 (the fanout-16B-1000subs
@@ -316,6 +317,50 @@ stop_redis() {
     wait "$redis_pid" 2>/dev/null || true
     redis_pid=""
 }
+# A Redis Cluster of three masters (no replicas: the fan-out's one topic lives on one shard, as
+# every topic does; replicas would only add their replication traffic), for the same fan-out.
+cluster_pids=()
+cluster_ports=()
+start_redis_cluster() {
+    local i port pid nodes=()
+    for i in 1 2 3; do
+        for _ in $(seq 1 1000); do
+            pick_port
+            port_in_use $(( picked_port + 10000 )) || break
+        done
+        port=$picked_port
+        # A fresh folder: a nodes.conf left by an earlier run would make the node refuse to
+        # join a new cluster.
+        rm -rf "$OUT/redis-cluster-$port"
+        mkdir -p "$OUT/redis-cluster-$port"
+        (cd "$OUT/redis-cluster-$port" && exec taskset -c 1 redis-server --port "$port" --bind 127.0.0.1 --save "" \
+            --appendonly no --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000 \
+            >"$OUT/redis-cluster-$port.log" 2>&1) &
+        pid=$!
+        cluster_pids+=("$pid")
+        cluster_ports+=("$port")
+        nodes+=("127.0.0.1:$port")
+        for _ in $(seq 1 100); do
+            [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && break
+            sleep 0.05
+        done
+    done
+    redis-cli --cluster create "${nodes[@]}" --cluster-yes >"$OUT/redis-cluster-create.log" 2>&1 \
+        || { say "redis-cli --cluster create failed:"; cat "$OUT/redis-cluster-create.log" >&2; exit 1; }
+    for _ in $(seq 1 200); do
+        redis-cli -p "${cluster_ports[0]}" cluster info 2>/dev/null | grep -q 'cluster_state:ok' && return 0
+        sleep 0.05
+    done
+    say "the Redis Cluster did not become ready"; exit 1
+}
+stop_redis_cluster() {
+    local pid
+    for pid in "${cluster_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${cluster_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    cluster_pids=()
+    cluster_ports=()
+}
+
 node_pids=()
 node_ports=()
 start_node() {  # api (callbacks|tasks) [redis URL]
@@ -344,7 +389,7 @@ stop_nodes() {
     node_pids=()
     node_ports=()
 }
-cleanup() { stop_server; stop_nodes; stop_redis; }
+cleanup() { stop_server; stop_nodes; stop_redis_cluster; stop_redis; }
 trap cleanup EXIT
 
 measure() {  # server scenario-line round
@@ -479,6 +524,9 @@ if [[ " $SCENARIOS " == *" fanout-redis-16B-1000subs "* ]] && [ -n "$redis_serve
     start_redis
     redis_url="redis://127.0.0.1:$redis_port"
     say "fan-out through Redis: redis-server on port $redis_port"
+    start_redis_cluster
+    cluster_url="redis-cluster://$(printf '127.0.0.1:%s,' "${cluster_ports[@]}" | sed 's/,$//')"
+    say "fan-out through a Redis Cluster: $cluster_url"
     for round in $(seq 1 "$RUNS"); do
         say "fan-out through Redis: round $round of $RUNS"
         for server in $redis_servers; do
@@ -494,8 +542,13 @@ if [[ " $SCENARIOS " == *" fanout-redis-16B-1000subs "* ]] && [ -n "$redis_serve
             start_node "$api" "$redis_url"
             measure_redis "$server" "2 processes + Redis" "$round"
             stop_nodes
+            start_node "$api" "$cluster_url"
+            start_node "$api" "$cluster_url"
+            measure_redis "$server" "2 processes + Redis Cluster" "$round"
+            stop_nodes
         done
     done
+    stop_redis_cluster
     stop_redis
 fi
 

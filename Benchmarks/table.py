@@ -220,7 +220,7 @@ if redis_rows:
               f"{lat(server, setup, '1')} | {added(server, setup, '1')} | {lost:.0f} |")
     print("\n1,000 subscribers of /broadcast and one publisher (16-byte messages); \"2 processes + Redis\": two "
           "echo-servers sharing one redis-server, every other subscriber on the second, the publisher on the "
-          "first. Every echo-server on CPU 0 (the two processes share that core), redis-server and loadgen on "
+          "first; \"2 processes + Redis Cluster\": the same through a three-master Redis Cluster (sharded pub/sub, the topic's channel on the shard of its slot). Every echo-server on CPU 0 (the two processes share that core), the Redis servers and loadgen on "
           "CPU 1. Latency: publish → delivery over every delivery in the window, medians of the rounds' "
           "percentiles; window 4 is the deliveries/s load (4 messages in flight behind the slowest "
           "subscriber), window 1 one message at a time. Added: minus the \"1 process\" figure. Lost: "

@@ -12,7 +12,10 @@ import Synchronization
 /// - Messages: a Lua script appends to the room's stream (bounded length) and publishes the
 ///   `message` event in one atomic step, so ids and delivery follow one order on every node.
 ///   Ids are `ms * 1000 + seq` of the entry id (Redis's clock), below 2^53, increasing across
-///   nodes and across a Redis restart without persistence.
+///   nodes and across a Redis restart without persistence: across rooms on one Redis (or
+///   Sentinel), per room in a Redis Cluster.
+/// - A Redis Cluster (``ChatRedis/cluster(_:)``): each room on the shard of its hash tag, which
+///   its keys and its channel share (``roomKey(_:_:)``), so every script touches one slot.
 /// - Presence: a hash per room (`name` → node, join time, name, re-join key); each node
 ///   refreshes a heartbeat key with a TTL. A re-join through any node takes a name over only
 ///   with the key stored there. A node whose heartbeat expired is reaped by one survivor (the one
@@ -21,7 +24,7 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     // Safety: `heartbeat` is set once in `start` and read in `close`; everything else is immutable.
     let server: WebSocketServer
     let directory: RoomDirectory
-    let redis: RedisClient
+    let redis: ChatRedis
     let backplane: RedisTopicBackplane
     let prefix: String
     let presenceTTL: Duration
@@ -40,16 +43,24 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     /// room's stream is what this process's clients missed.
     private let lastSeen = LastSeenIDs()
     /// A connection of its own for `WAIT` (which blocks its connection), to the same URL: after
-    /// a failover it follows the sentinels to the new master like ``redis``.
-    let ackClient: RedisClient
+    /// a failover it follows the sentinels to the new master like ``redis``. In a cluster, a
+    /// client of its own (one connection per master).
+    let ackClient: ChatRedis
     /// `--redis-min-replicas-ack`, fixed by ``configureReplicaAcks(_:)`` before serving.
     private let acks = Atomic<Int>(0)
-    /// Whether the URL names sentinels (`/healthz` reports the mode).
-    let usesSentinel: Bool
+    /// `standalone`, `sentinel` or `cluster` (`/healthz` reports it).
+    let mode: String
+    /// In a cluster: the masters of the last heartbeat, to notice a failover (whose shard may
+    /// have lost this node's newest presence writes: they are written again).
+    private let knownMasters = Protected<Set<RedisURL.Address>>([])
     /// Concurrent confirmations share one `WAIT` (see ``ReplicaAckBatcher``).
     private let ackBatcher = ReplicaAckBatcher()
 
     var node: String { backplane.nodeID }
+    /// In a cluster: how long a command waits for its shard (a failover, a slot moving) before
+    /// its room answers `unavailable`. Short: a client retries a post with its `client_id`, and
+    /// the other shards' rooms are not held up meanwhile.
+    static let clusterRetryBudget: Duration = .seconds(2)
 
     init(server: WebSocketServer, directory: RoomDirectory, url: RedisURL, backplane: RedisTopicBackplane,
          prefix: String, presenceTTL: Duration, historyLength: Int = ChatLimits.defaultRedisHistory,
@@ -61,21 +72,30 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         self.prefix = prefix
         self.presenceTTL = presenceTTL
         self.logger = logger
-        ackClient = try RedisClient(url: url, logger: logger)
-        usesSentinel = url.sentinels != nil
-        let flag = resyncNeeded
-        let up = commandsConnected
+        mode = url.cluster != nil ? "cluster" : url.sentinels != nil ? "sentinel" : "standalone"
         let trigger = ResyncTrigger()
-        redis = try RedisClient(url: url, logger: logger) { state in
-            guard case .connected(let reconnected) = state else {
-                up.clear()
-                return
-            }
-            up.set()
-            guard reconnected else { return }
-            flag.set()
-            // Redis may have come back empty: write this node's users again now.
-            Task { await trigger.backend?.beat() }
+        if url.cluster != nil {
+            var configuration = RedisConfiguration()
+            configuration.clusterRetryBudget = Self.clusterRetryBudget
+            redis = .cluster(try RedisClusterClient(url: url, configuration: configuration, logger: logger))
+            ackClient = .cluster(try RedisClusterClient(url: url, configuration: configuration, logger: logger))
+            // Each command reports its own shard's failure; /healthz asks every master.
+            commandsConnected.set()
+        } else {
+            ackClient = .single(try RedisClient(url: url, logger: logger))
+            let flag = resyncNeeded
+            let up = commandsConnected
+            redis = .single(try RedisClient(url: url, logger: logger) { state in
+                guard case .connected(let reconnected) = state else {
+                    up.clear()
+                    return
+                }
+                up.set()
+                guard reconnected else { return }
+                flag.set()
+                // Redis may have come back empty: write this node's users again now.
+                Task { await trigger.backend?.beat() }
+            })
         }
         trigger.backend = self
         ackBatcher.backend = self
@@ -139,8 +159,9 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     var requiredReplicaAcks: Int { acks.load(ordering: .acquiring) }
 
     /// Fixes ``requiredReplicaAcks`` at start-up: `requested` when given, else 1 when the master
-    /// reports a replica online (`INFO replication`), else 0. Tries for up to `patience` while
-    /// Redis does not answer, then throws (a default cannot be chosen without the master).
+    /// (in a cluster: every master) reports a replica online (`INFO replication`), else 0. Tries
+    /// for up to `patience` while Redis does not answer, then throws (a default cannot be chosen
+    /// without the masters).
     func configureReplicaAcks(_ requested: Int?, patience: Duration = .seconds(15)) async throws -> Int {
         if let requested {
             acks.store(requested, ordering: .releasing)
@@ -149,9 +170,7 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         let deadline = ContinuousClock.now + patience
         while true {
             do {
-                let info = try await redis.send("INFO", "replication")
-                let online = Self.onlineReplicas(info.string ?? "")
-                let n = online > 0 ? 1 : 0
+                let n = try await fewestOnlineReplicas() > 0 ? 1 : 0
                 acks.store(n, ordering: .releasing)
                 return n
             } catch {
@@ -164,6 +183,24 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         }
     }
 
+    /// The replicas online of the master (in a cluster: of the master that has the fewest).
+    /// Throws when a master does not answer.
+    private func fewestOnlineReplicas() async throws -> Int {
+        switch redis {
+        case .single(let client):
+            return Self.onlineReplicas(try await client.send("INFO", "replication").string ?? "")
+        case .cluster(let cluster):
+            var fewest = Int.max
+            for (_, result) in try await cluster.send(toAllMasters: ["INFO", "replication"]) {
+                fewest = min(fewest, Self.onlineReplicas(try result.get().string ?? ""))
+            }
+            guard fewest != Int.max else {
+                throw ChatBackendFailure(description: "the Redis Cluster names no master")
+            }
+            return fewest
+        }
+    }
+
     /// Replicas whose `INFO replication` line says `state=online`.
     static func onlineReplicas(_ info: String) -> Int {
         info.split(whereSeparator: \.isNewline).filter { $0.hasPrefix("slave") && $0.contains("state=online") }.count
@@ -171,33 +208,79 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
 
     func waitForReplicas(of message: ServerEvent.Message) async -> Bool {
         guard requiredReplicaAcks > 0 else { return true }
-        return await ackBatcher.wait(stream: historyKey(message.room), entry: Self.streamID(messageID: message.id))
+        return await ackBatcher.wait(room: message.room, entry: Self.streamID(messageID: message.id))
     }
 
-    /// One round of ``ReplicaAckBatcher``: `(stream key, entry id)` of each waiting message →
-    /// whether it is confirmed. One script checks which entries the current master has and
-    /// writes once (WAIT counts the replicas that acknowledged this connection's last write, so
-    /// every earlier write, these messages included, is waited for: after a failover a message
-    /// may be lost, and is then unconfirmed), then one `WAIT` covers them all.
-    fileprivate func confirmRound(_ entries: [(stream: String, entry: String)]) async -> [Bool] {
+    /// One round of ``ReplicaAckBatcher``: `(room, entry id)` of each waiting message → whether
+    /// it is confirmed. One script checks which entries the current master has and writes once
+    /// (WAIT counts the replicas that acknowledged this connection's last write, so every
+    /// earlier write, these messages included, is waited for: after a failover a message may be
+    /// lost, and is then unconfirmed), then one `WAIT` covers them all. In a cluster, one script
+    /// per room (its keys share a slot) and one `WAIT` per master, the masters at once.
+    fileprivate func confirmRound(_ entries: [(room: String, entry: String)]) async -> [Bool] {
+        guard case .cluster(let cluster) = ackClient else {
+            return await confirmOnOneMaster(entries, acksKey: key("acks"))
+        }
+        // Rooms grouped by the master serving them now. A `WAIT` counts its own connection's
+        // writes only: a room whose master changed meanwhile (a failover, a slot moved) may
+        // have had its script run on another master than the one its `WAIT` went to, so it is
+        // not confirmed (the sender retries with its client id, and that retry is checked anew).
+        try? await cluster.connect()  // the first round: fetch the map before reading it
+        let map = await cluster.slotMap
+        let slots = entries.map { RedisClusterSlot.slot(of: roomKey($0.room, "acks")) }
+        var byMaster: [String: [Int]] = [:]
+        for (i, slot) in slots.enumerated() {
+            byMaster[map.master(for: slot)?.description ?? "", default: []].append(i)
+        }
+        return await withTaskGroup(of: [(Int, Bool)].self) { group in
+            for indexes in byMaster.values {
+                group.addTask {
+                    let results = await self.confirmOnOneMaster(indexes.map { entries[$0] }, acksKey: nil)
+                    return Array(zip(indexes, results))
+                }
+            }
+            var confirmed = entries.map { _ in false }
+            for await results in group {
+                for (i, ok) in results { confirmed[i] = ok }
+            }
+            let now = await cluster.slotMap
+            for (i, slot) in slots.enumerated() where confirmed[i] && now.master(for: slot) != map.master(for: slot) {
+                logger.warning("a room's Redis Cluster master changed while confirming: unconfirmed",
+                               metadata: ["room": "\(entries[i].room)"])
+                confirmed[i] = false
+            }
+            return confirmed
+        }
+    }
+
+    /// ``confirmRound(_:)`` for messages on one master: one check script per slot's keys
+    /// (`acksKey`, or each room's own acknowledgement counter in a cluster), then one `WAIT`.
+    private func confirmOnOneMaster(_ entries: [(room: String, entry: String)], acksKey: String?) async -> [Bool] {
         let n = requiredReplicaAcks
         let timeout = ReplicaAck.timeout.components.seconds * 1000
             + ReplicaAck.timeout.components.attoseconds / 1_000_000_000_000_000
         do {
-            var request = ["EVAL", Self.ackScript, String(entries.count + 1)]
-            request += entries.map(\.stream)
-            request.append(key("acks"))
-            request += entries.map(\.entry)
-            guard case .array(let flags) = try await ackClient.send(request), flags.count == entries.count else {
-                return entries.map { _ in false }
+            var present = entries.map { _ in false }
+            var groups: [String: [Int]] = [:]
+            for (i, entry) in entries.enumerated() { groups[acksKey ?? roomKey(entry.room, "acks"), default: []].append(i) }
+            var waitKey: String?
+            for (counter, indexes) in groups {
+                var request = ["EVAL", Self.ackScript, String(indexes.count + 1)]
+                request += indexes.map { historyKey(entries[$0].room) }
+                request.append(counter)
+                request += indexes.map { entries[$0].entry }
+                guard case .array(let flags) = try await ackClient.send(key: counter, request), flags.count == indexes.count else {
+                    continue
+                }
+                for (i, flag) in zip(indexes, flags) { present[i] = flag.int == 1 }
+                waitKey = counter
             }
-            let present = flags.map { $0.int == 1 }
             if present.contains(false) {
                 logger.warning("messages not on the current Redis master: unconfirmed",
                                metadata: ["missing": "\(present.filter { !$0 }.count)"])
             }
-            guard present.contains(true) else { return present }
-            let reached = try await ackClient.send("WAIT", String(n), String(timeout)).int ?? 0
+            guard present.contains(true), let waitKey else { return present }
+            let reached = try await ackClient.send(key: waitKey, "WAIT", String(n), String(timeout)).int ?? 0
             return present.map { $0 && reached >= n }
         } catch {
             logger.warning("waiting for the replicas failed", metadata: ["error": "\(error)"])
@@ -208,19 +291,51 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     /// `/healthz`: whether Redis serves this node (its connection up, its users written
     /// again), whether it is degraded (pub/sub down, or fewer replicas online than
     /// ``requiredReplicaAcks``: messages fail), and the master in use.
-    func health(backplaneConnected: Bool) async -> (serving: Bool, degraded: Bool, master: String?) {
-        let master = await redis.serverAddress
-        guard isReady, let master else { return (false, true, nil) }
+    func health(backplaneConnected: Bool) async -> RedisHealth {
+        guard case .single(let client) = redis else {
+            return await clusterHealth(backplaneConnected: backplaneConnected)
+        }
+        let master = await client.serverAddress
+        guard isReady, let master else { return RedisHealth(serving: false, degraded: true, mode: mode) }
         var degraded = !backplaneConnected
         let n = requiredReplicaAcks
         if n > 0 {
-            if let info = try? await redis.send("INFO", "replication").string {
+            if let info = try? await client.send("INFO", "replication").string {
                 degraded = degraded || Self.onlineReplicas(info) < n
             } else {
-                return (false, true, nil)
+                return RedisHealth(serving: false, degraded: true, mode: mode)
             }
         }
-        return (true, degraded, master.description)
+        return RedisHealth(serving: true, degraded: degraded, mode: mode, master: master.description)
+    }
+
+    /// `/healthz` in a cluster: each master of the slot map answers `INFO replication` (with
+    /// enough replicas online when ``requiredReplicaAcks`` needs them) or not. Serving while any
+    /// shard serves (its rooms work; the others' answer `unavailable`), degraded while any does
+    /// not. A master that does not answer makes the map be fetched again (its replica may have
+    /// taken over), for this check and the next.
+    private func clusterHealth(backplaneConnected: Bool) async -> RedisHealth {
+        guard case .cluster(let cluster) = redis, isReady else {
+            return RedisHealth(serving: false, degraded: true, mode: mode)
+        }
+        let n = requiredReplicaAcks
+        var results = (try? await cluster.send(toAllMasters: ["INFO", "replication"])) ?? [:]
+        if results.isEmpty || results.values.contains(where: { (try? $0.get()) == nil }) {
+            try? await cluster.refreshSlotMap()
+            results = (try? await cluster.send(toAllMasters: ["INFO", "replication"])) ?? [:]
+        }
+        let map = await cluster.slotMap
+        var shards: [RedisHealth.Shard] = []
+        for address in map.masters.sorted(by: { $0.description < $1.description }) {
+            let info = results[address].flatMap { try? $0.get().string }
+            let slots = map.ranges.filter { $0.master.address == address }.reduce(0) { $0 + $1.slots.count }
+            shards.append(RedisHealth.Shard(master: address.description, slots: slots,
+                                            serving: info != nil, replicasOnline: info.map(Self.onlineReplicas)))
+        }
+        let serving = shards.contains(where: \.serving)
+        let degraded = !backplaneConnected || map.servedSlotCount < RedisClusterSlot.count
+            || shards.contains { !$0.serving || ($0.replicasOnline ?? 0) < n }
+        return RedisHealth(serving: serving, degraded: degraded, mode: mode, shards: shards)
     }
 
     /// Whether this backend's own Redis connection is up and, after a reconnection, this node's
@@ -228,24 +343,43 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     var isReady: Bool { commandsConnected.isSet && !resyncNeeded.isSet }
 
     private func key(_ parts: String...) -> String { prefix + "chat:" + parts.joined(separator: ":") }
-    private func historyKey(_ room: String) -> String { key("room", room, "history") }
+    /// A key of `room`: `<prefix>chat:room:<room>:<suffix>` on one server; in a cluster
+    /// `<prefix>chat:{room:room:<room>}:<suffix>`, the hash tag of the room's channel
+    /// (`<prefix>topic:{room:<topic>}`, topic `room:<room>`), so that its scripts touch one slot
+    /// and publish to the channel of that slot. (A `}` in the room's name ends the tag early,
+    /// in the keys as in the channel: still one slot.)
+    func roomKey(_ room: String, _ suffix: String) -> String {
+        redis.isCluster ? prefix + "chat:{room:" + RoomDirectory.topic(room) + "}:" + suffix : key("room", room, suffix)
+    }
+    private func historyKey(_ room: String) -> String { roomKey(room, "history") }
     /// The id of the newest message trimmed from the room's stream (older ones are gone).
-    private func trimmedKey(_ room: String) -> String { key("room", room, "trimmed") }
+    private func trimmedKey(_ room: String) -> String { roomKey(room, "trimmed") }
     /// A retried post's client id in `room`: holds "id ts" of the message it stored, for
     /// ``ChatLimits/clientIDWindow``. The id is hex-encoded (its UTF-8 bytes): whatever the
     /// client sends, the key cannot be another room's key (`…:history`, `…:presence`).
     private func clientKey(_ room: String, _ clientID: String) -> String {
-        key("room", room, "client", clientID.utf8.map { String(format: "%02x", $0) }.joined())
+        roomKey(room, "client:" + clientID.utf8.map { String(format: "%02x", $0) }.joined())
     }
     /// Set when a message found no last id (Redis empty: new, or restarted without
-    /// persistence): every id at or below it may have been lost.
-    private var resetKey: String { key("reset-at") }
-    /// One for every room: ids are unique across rooms, as SQLite's row ids are.
-    private var lastIDKey: String { key("last-id") }
-    private func presenceKey(_ room: String) -> String { key("room", room, "presence") }
+    /// persistence): every id at or below it may have been lost. In a cluster, one per room.
+    private func resetKey(_ room: String) -> String { redis.isCluster ? roomKey(room, "reset-at") : key("reset-at") }
+    /// On one server, one for every room: ids are unique across rooms, as SQLite's row ids
+    /// are. In a cluster, one per room (a script touches one slot): ids increase per room and
+    /// `(room, id)` is unique.
+    private func lastIDKey(_ room: String) -> String { redis.isCluster ? roomKey(room, "last-id") : key("last-id") }
+    private func presenceKey(_ room: String) -> String { roomKey(room, "presence") }
     private var nodesKey: String { key("nodes") }
     private func aliveKey(_ node: String) -> String { key("node", node, "alive") }
+    /// One server: the node's members, `room \n name` (the reaper's list). A cluster derives
+    /// members from the presence entries (each names its node) and keeps ``roomsKey(_:)``.
     private func membersKey(_ node: String) -> String { key("node", node, "members") }
+    /// A cluster: the rooms where the node has (or had) members, for the reaper to look through
+    /// one room at a time. Written at each join and each heartbeat.
+    private func roomsKey(_ node: String) -> String { key("node", node, "rooms") }
+    /// The join and leave scripts' keys: the presence hash, and on one server the member set.
+    private func presenceKeys(_ room: String) -> [String] {
+        redis.isCluster ? ["1", presenceKey(room)] : ["2", presenceKey(room), membersKey(node)]
+    }
 
     /// Starts the heartbeat (and the reaping of dead nodes).
     func start() {
@@ -260,8 +394,8 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
 
     func close() async {
         heartbeat?.cancel()
-        _ = try? await redis.send("DEL", aliveKey(node))
-        _ = try? await redis.send("SREM", nodesKey, node)
+        _ = try? await redis.send(key: aliveKey(node), "DEL", aliveKey(node))
+        _ = try? await redis.send(key: nodesKey, "SREM", nodesKey, node)
         await redis.close()
         await ackClient.close()
     }
@@ -272,9 +406,15 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
               claim: PresenceClaim) async -> Result<JoinedPresence, ChatError> {
         let values: RESPValue
         do {
-            values = try await redis.send(["EVAL", Self.joinScript, "2", presenceKey(room), membersKey(node),
-                                           user.lowercased(), node, user, room, claim.newKey, claim.rejoinKey ?? "",
-                                           claim.owner ?? ""])
+            if redis.isCluster {
+                // The node's room set may be on another shard: a join does not wait for it (the
+                // next heartbeat writes it anyway), so a room is not held up by another shard.
+                let redis = redis, key = roomsKey(node)
+                Task { _ = try? await redis.send(key: key, "SADD", key, room) }
+            }
+            values = try await redis.send(key: presenceKey(room), ["EVAL", Self.joinScript] + presenceKeys(room)
+                                          + [user.lowercased(), node, user, room, claim.newKey, claim.rejoinKey ?? "",
+                                             claim.owner ?? ""])
         } catch {
             logger.warning("join failed", metadata: ["error": "\(error)"])
             return .failure(.unavailable)
@@ -318,10 +458,16 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         // Taken over by a re-join on this node: the user is still here.
         guard await directory.leave(room: room, user: user, connection: connection) else { return false }
         do {
-            let removed = try await redis.send(["EVAL", Self.leaveScript, "2", presenceKey(room), membersKey(node),
-                                                user.lowercased(), node, room])
+            let removed = try await redis.send(key: presenceKey(room), ["EVAL", Self.leaveScript] + presenceKeys(room)
+                                               + [user.lowercased(), node, room])
             // Taken over by a re-join through another node: the user is still there.
             if removed.int == 0 { return false }
+            // A cluster's room set lists where this node has members (the heartbeat adds the
+            // rooms back should a join race this).
+            if redis.isCluster, await directory.connections(in: room).isEmpty {
+                let redis = redis, key = roomsKey(node)
+                Task { _ = try? await redis.send(key: key, "SREM", key, room) }
+            }
         } catch {
             logger.warning("leave not recorded in Redis", metadata: ["error": "\(error)"])
         }
@@ -349,7 +495,7 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         let channel = backplane.channel(for: RoomDirectory.topic(room))
         // From no node: every node delivers it, this one too, in Redis's order.
         let header = backplane.envelopeHeader(binary: false, fromThisProcess: false)
-        var keys = [historyKey(room), lastIDKey, trimmedKey(room), resetKey]
+        var keys = [historyKey(room), lastIDKey(room), trimmedKey(room), resetKey(room)]
         if let clientID { keys.append(clientKey(room, clientID)) }
         let window = String(ChatLimits.clientIDWindow.components.seconds)
         var request: [[UInt8]] = [Array("EVAL".utf8), Array(Self.postScript.utf8), Array(String(keys.count).utf8)]
@@ -358,11 +504,11 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         let arguments: [[UInt8]] = [
             Array(String(streamLength).utf8), Array(user.utf8), Array(text.utf8), Array(channel.utf8),
             headBytes, Array(middle.utf8), Array(tail.utf8), Array(window.utf8),
-            Array(String(requiredReplicaAcks).utf8),
+            Array(String(requiredReplicaAcks).utf8), Array((redis.isCluster ? "SPUBLISH" : "PUBLISH").utf8),
         ]
         request.append(contentsOf: arguments)
         let reply = try await Self.unavailableIfDown { () async throws(RedisError) -> RESPValue in
-            try await self.redis.send(bytes: request)
+            try await self.redis.send(key: self.historyKey(room), bytes: request)
         }
         guard case .array(let parts) = reply, parts.count == 2 || parts.count == 4, let id = parts[0].int,
               let ts = parts[1].int else {
@@ -387,7 +533,8 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         // Exclusive bound below `before`; one more than asked tells whether an older page exists.
         let end = before.map { "(" + Self.streamID(messageID: $0) } ?? "+"
         let reply = try await Self.unavailableIfDown { () async throws(RedisError) -> RESPValue in
-            try await self.redis.send("XREVRANGE", self.historyKey(room), end, "-", "COUNT", String(size + 1))
+            try await self.redis.send(key: self.historyKey(room), "XREVRANGE", self.historyKey(room), end, "-", "COUNT",
+                                      String(size + 1))
         }
         let rows = Self.messages(fromNewestFirst: reply, room: room)
         // The newest page (a join's history): this process has delivered up to its last id.
@@ -399,10 +546,11 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         let limit = ChatLimits.resumeHistoryCount
         let replies = try await Self.unavailableIfDown { () async throws(RedisError) -> RESPValue in
             .array([
-                try await self.redis.send(["XREVRANGE", self.historyKey(room), "+", "(" + Self.streamID(messageID: id),
-                                           "COUNT", String(limit + 1)]),
-                try await self.redis.send("GET", self.trimmedKey(room)),
-                try await self.redis.send("GET", self.resetKey),
+                try await self.redis.send(key: self.historyKey(room), ["XREVRANGE", self.historyKey(room), "+",
+                                                                       "(" + Self.streamID(messageID: id), "COUNT",
+                                                                       String(limit + 1)]),
+                try await self.redis.send(key: self.trimmedKey(room), "GET", self.trimmedKey(room)),
+                try await self.redis.send(key: self.resetKey(room), "GET", self.resetKey(room)),
             ])
         }
         guard case .array(let parts) = replies, parts.count == 3 else {
@@ -468,11 +616,13 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     fileprivate func beat() async {
         let ttl = String(presenceTTL.components.seconds * 1000 + presenceTTL.components.attoseconds / 1_000_000_000_000_000)
         do {
-            try await redis.send("SET", aliveKey(node), "1", "PX", ttl)
+            try await redis.send(key: aliveKey(node), "SET", aliveKey(node), "1", "PX", ttl)
             // Added (1) means this node was not registered: Redis lost its data, or the other
             // nodes reaped this one after missed heartbeats. Either way, write its users again.
-            if try await redis.send("SADD", nodesKey, node).int == 1, registered.isSet { resyncNeeded.set() }
+            if try await redis.send(key: nodesKey, "SADD", nodesKey, node).int == 1, registered.isSet { resyncNeeded.set() }
             registered.set()
+            // A cluster shard failed over: its newest writes (presence) may be lost.
+            if await mastersChanged() { resyncNeeded.set() }
             if resyncNeeded.isSet {
                 try await resync()
                 resyncNeeded.clear()
@@ -480,21 +630,30 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
             // Only rooms with local members need a resume point.
             let localRooms = Set(await directory.members().map(\.room))
             lastSeen.keep(only: localRooms)
-            let nodes = try await redis.send("SMEMBERS", nodesKey).array ?? []
+            if redis.isCluster, !localRooms.isEmpty {
+                try await redis.send(key: roomsKey(node), ["SADD", roomsKey(node)] + localRooms.sorted())
+            }
+            let nodes = try await redis.send(key: nodesKey, "SMEMBERS", nodesKey).array ?? []
             for other in nodes.compactMap(\.string) where other != node {
-                let reaped = try await redis.send(["EVAL", Self.reapScript, "3", nodesKey, aliveKey(other), membersKey(other),
-                                                   other, key("room") + ":", ":presence"])
-                guard case .array(let pairs) = reaped, !pairs.isEmpty else { continue }
-                logger.warning("a chat node stopped heartbeating; its users left", metadata: ["node": "\(other)",
-                                                                                             "users": "\(pairs.count / 2)"])
-                var i = 0
-                while i + 1 < pairs.count {
-                    if let room = pairs[i].string, let user = pairs[i + 1].string {
-                        let event = ServerEvent(type: "leave", id: EventStamp.nextID(), ts: EventStamp.nowMillis(),
-                                                room: room, user: user)
-                        await server.publish(text: event.line, to: RoomDirectory.topic(room))
+                let left: [(room: String, user: String)]
+                if redis.isCluster {
+                    left = try await reapOneRoomAtATime(other)
+                } else {
+                    let reaped = try await redis.send(key: nodesKey, ["EVAL", Self.reapScript, "3", nodesKey, aliveKey(other),
+                                                                      membersKey(other), other, key("room") + ":", ":presence"])
+                    let pairs = reaped.array ?? []
+                    left = stride(from: 0, to: pairs.count - 1, by: 2).compactMap { i in
+                        guard let room = pairs[i].string, let user = pairs[i + 1].string else { return nil }
+                        return (room, user)
                     }
-                    i += 2
+                }
+                guard !left.isEmpty else { continue }
+                logger.warning("a chat node stopped heartbeating; its users left", metadata: ["node": "\(other)",
+                                                                                             "users": "\(left.count)"])
+                for (room, user) in left {
+                    let event = ServerEvent(type: "leave", id: EventStamp.nextID(), ts: EventStamp.nowMillis(),
+                                            room: room, user: user)
+                    await server.publish(text: event.line, to: RoomDirectory.topic(room))
                 }
             }
         } catch {
@@ -502,11 +661,52 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         }
     }
 
+    /// In a cluster: whether the masters differ from the previous heartbeat's (a replica took
+    /// over, or a node joined or left). Always false on one server, and at the first call.
+    private func mastersChanged() async -> Bool {
+        guard case .cluster(let cluster) = redis else { return false }
+        let masters = Set(await cluster.slotMap.masters)
+        return knownMasters.withLock { known in
+            defer { known = masters }
+            return !known.isEmpty && known != masters
+        }
+    }
+
+    /// In a cluster, when `other`'s heartbeat expired and this node is the one that removed it
+    /// from the node set: each room it had members in (its room set) loses them, one script per
+    /// room. Returns who left. A room whose script fails puts the node back in the set, so the
+    /// next heartbeat (of any node) goes on with the rooms left.
+    private func reapOneRoomAtATime(_ other: String) async throws -> [(room: String, user: String)] {
+        guard try await redis.send(key: aliveKey(other), "EXISTS", aliveKey(other)).int == 0,
+              try await redis.send(key: nodesKey, "SREM", nodesKey, other).int == 1 else { return [] }
+        let rooms = try await redis.send(key: roomsKey(other), "SMEMBERS", roomsKey(other)).array?.compactMap(\.string) ?? []
+        var left: [(room: String, user: String)] = []
+        var unfinished = false
+        for room in rooms {
+            do {
+                let names = try await redis.send(key: presenceKey(room), "EVAL", Self.reapRoomScript, "1", presenceKey(room), other)
+                left += (names.array ?? []).compactMap(\.string).map { (room, $0) }
+                try await redis.send(key: roomsKey(other), "SREM", roomsKey(other), room)
+            } catch {
+                logger.warning("could not reap a room of a dead chat node; retried at the next heartbeat",
+                               metadata: ["node": "\(other)", "room": "\(room)", "error": "\(error)"])
+                unfinished = true
+            }
+        }
+        if unfinished {
+            _ = try? await redis.send(key: nodesKey, "SADD", nodesKey, other)
+        } else {
+            try await redis.send(key: roomsKey(other), "DEL", roomsKey(other))
+        }
+        return left
+    }
+
     /// After Redis came back (possibly empty): this node's members are written again.
     private func resync() async throws {
         for (room, user, rejoinKey, owner) in await directory.members() {
-            try await redis.send(["EVAL", Self.joinScript, "2", presenceKey(room), membersKey(node),
-                                  user.lowercased(), node, user, room, rejoinKey, "", owner ?? ""])
+            if redis.isCluster { try await redis.send(key: roomsKey(node), "SADD", roomsKey(node), room) }
+            try await redis.send(key: presenceKey(room), ["EVAL", Self.joinScript] + presenceKeys(room)
+                                 + [user.lowercased(), node, user, room, rejoinKey, "", owner ?? ""])
         }
     }
 
@@ -515,7 +715,7 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     private static let idSentinel: Int64 = 8_765_432_109_876_543
     private static let tsSentinel: Int64 = 7_654_321_098_765_432
 
-    /// KEYS: presence hash, this node's member set. ARGV: key (lower-cased name), node, name,
+    /// KEYS: presence hash, this node's member set (not in a cluster). ARGV: key (lower-cased name), node, name,
     /// room, the key of a new presence, the re-join key presented ('' for none), the token
     /// subject ('' without tokens). A name already present is taken over (a re-join after a
     /// reconnect) only when the presented key is the entry's, or when the entry belongs to the
@@ -547,15 +747,15 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
         local entry = ARGV[2] .. '\\t' .. time .. '\\t' .. ARGV[3] .. '\\t' .. key
         if owner ~= '' then entry = entry .. '\\t' .. owner end
         redis.call('HSET', KEYS[1], ARGV[1], entry)
-        redis.call('SADD', KEYS[2], ARGV[4] .. '\\n' .. ARGV[1])
+        if KEYS[2] then redis.call('SADD', KEYS[2], ARGV[4] .. '\\n' .. ARGV[1]) end
         return {replaced, key, redis.call('HVALS', KEYS[1])}
         """
 
-    /// KEYS: presence hash, this node's member set. ARGV: key, node, room. Returns 0 when the
+    /// KEYS: presence hash, this node's member set (not in a cluster). ARGV: key, node, room. Returns 0 when the
     /// entry is another node's (a re-join took the name over there: nobody left), else 1.
     static let leaveScript = """
         local cur = redis.call('HGET', KEYS[1], ARGV[1])
-        redis.call('SREM', KEYS[2], ARGV[3] .. '\\n' .. ARGV[1])
+        if KEYS[2] then redis.call('SREM', KEYS[2], ARGV[3] .. '\\n' .. ARGV[1]) end
         if not cur then return 1 end
         if string.sub(cur, 1, #ARGV[2] + 1) ~= ARGV[2] .. '\\t' then return 0 end
         redis.call('HDEL', KEYS[1], ARGV[1])
@@ -565,7 +765,9 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
     /// KEYS: history stream, last-id key, the room's trimmed-id key, the reset key, and for a
     /// post with a client id its key. ARGV: max length, user, text, channel, envelope header
     /// plus the JSON before the id, the JSON between id and ts, the JSON after ts, the client
-    /// id's lifetime in seconds, the replicas a confirmation needs (0: none). Returns {-1, online}
+    /// id's lifetime in seconds, the replicas a confirmation needs (0: none), the publishing
+    /// command (`PUBLISH`, or in a cluster `SPUBLISH`: the channel shares the keys' slot). In a
+    /// cluster every key is the room's (the last id too). Returns {-1, online}
     /// without storing anything when fewer replicas than that are online (`INFO replication`).
     /// Returns {id, ts}; when the client id's key exists (a retry
     /// within its lifetime), nothing is stored or published and it returns {id, ts, user, text}
@@ -619,7 +821,7 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
           redis.call('SET', KEYS[3], old[#old][1])
         end
         redis.call('SET', KEYS[2], ids)
-        redis.call('PUBLISH', ARGV[4], ARGV[5] .. ids .. ARGV[6] .. mss .. ARGV[7])
+        redis.call(ARGV[10], ARGV[4], ARGV[5] .. ids .. ARGV[6] .. mss .. ARGV[7])
         if KEYS[5] then redis.call('SET', KEYS[5], ids .. ' ' .. mss, 'EX', ARGV[8]) end
         return {id, ms}
         """
@@ -640,6 +842,21 @@ final class RedisChatBackend: ChatBackend, @unchecked Sendable {
           end
         end
         if any then redis.call('INCR', KEYS[#KEYS]) end
+        return out
+        """
+
+    /// KEYS: presence hash of one room. ARGV: a dead node. Removes the node's entries (a
+    /// cluster's reaper, one room at a time); returns their names.
+    static let reapRoomScript = """
+        local out = {}
+        local all = redis.call('HGETALL', KEYS[1])
+        for i = 1, #all - 1, 2 do
+          local v = all[i + 1]
+          if string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\\t' then
+            redis.call('HDEL', KEYS[1], all[i])
+            table.insert(out, string.match(v, '^[^\\t]*\\t[^\\t]*\\t([^\\t]*)') or all[i])
+          end
+        end
         return out
         """
 
@@ -716,7 +933,7 @@ private final class ResyncTrigger: Sendable {
 /// ``maxRound`` messages per round (one per session at a time, so rarely more).
 final class ReplicaAckBatcher: Sendable {
     private struct Waiter {
-        var stream: String
+        var room: String
         var entry: String
         var continuation: CheckedContinuation<Bool, Never>
     }
@@ -735,10 +952,10 @@ final class ReplicaAckBatcher: Sendable {
     }
 
     /// Whether the entry is confirmed by the round that takes it.
-    func wait(stream: String, entry: String) async -> Bool {
+    func wait(room: String, entry: String) async -> Bool {
         await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
             let start = state.withLock { s -> Bool in
-                s.waiting.append(Waiter(stream: stream, entry: entry, continuation: c))
+                s.waiting.append(Waiter(room: room, entry: entry, continuation: c))
                 if s.running { return false }
                 s.running = true
                 return true
@@ -756,7 +973,7 @@ final class ReplicaAckBatcher: Sendable {
                 return (round, s.backend)
             }
             if round.isEmpty { return }
-            let results = await backend?.confirmRound(round.map { ($0.stream, $0.entry) })
+            let results = await backend?.confirmRound(round.map { ($0.room, $0.entry) })
                 ?? round.map { _ in false }
             for (waiter, confirmed) in zip(round, results) { waiter.continuation.resume(returning: confirmed) }
         }

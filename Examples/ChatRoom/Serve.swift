@@ -15,7 +15,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Port to listen on (0 = ephemeral; the bound port is printed).") var port = 8080
     @Option(help: "SQLite database file for history (':memory:' keeps it in memory). Default: chat-room.sqlite. Not with --redis.")
     var db: String?
-    @Option(help: "Share rooms (events, presence, history) with every chat-room given the same Redis: redis://[user:password@]host[:port][/db], rediss://, or through Sentinel: redis-sentinel://host:port[,host:port…]/MASTER_NAME[/db].")
+    @Option(help: "Share rooms (events, presence, history) with every chat-room given the same Redis: redis://[user:password@]host[:port][/db], rediss://, through Sentinel: redis-sentinel://host:port[,host:port…]/MASTER_NAME[/db], or a Redis Cluster: redis-cluster://host:port[,host:port…] (rediss-cluster://; each room on the shard of its slot).")
     var redis: String?
     @Option(help: "Prefix of every Redis key and channel (with --redis).") var redisPrefix = "switchboard:"
     @Option(help: "Seconds after which a dead server's users leave the rooms (with --redis: its heartbeat's TTL).")
@@ -67,10 +67,11 @@ struct Serve: AsyncParsableCommand {
         if let redis {
             let url: RedisURL
             do { url = try RedisURL(redis) } catch { throw ValidationError("--redis: \(error)") }
-            // The room keys and their scripts span slots for now (issue 36, items 3 and 4).
-            if url.cluster != nil {
-                throw ValidationError("--redis: the chat room does not run on a Redis Cluster yet; give one Redis "
-                                      + "(redis://) or its sentinels (redis-sentinel://)")
+            // A room's keys and channel share the hash tag `{room:room:<room>}`: the prefix may not
+            // bring its own.
+            if url.cluster != nil && redisPrefix.contains(where: { $0 == "{" || $0 == "}" }) {
+                throw ValidationError("--redis-prefix: with a Redis Cluster the prefix may not contain { or } "
+                                      + "(each room's keys carry their own hash tag)")
             }
         }
     }
@@ -179,13 +180,11 @@ struct Serve: AsyncParsableCommand {
             case ("GET", "/healthz"):
                 guard let backplane, let redisBackend else { return .json(status: 200, #"{"status":"ok"}"#) }
                 // With --redis: 503 only while Redis does not serve this node (its connection
-                // down, or its users not written again yet after a reconnection); 200 "degraded"
-                // while pub/sub is down or fewer replicas than --redis-min-replicas-ack are online.
+                // down, or its users not written again yet after a reconnection; in a cluster:
+                // no shard answers); 200 "degraded" while pub/sub is down, fewer replicas than
+                // --redis-min-replicas-ack are online, or (cluster) a shard does not answer.
                 let health = await redisBackend.health(backplaneConnected: backplane.isConnected)
-                let mode = redisBackend.usesSentinel ? "sentinel" : "standalone"
-                let master = health.master.map { "\"\($0)\"" } ?? "null"
-                let body = "{\"redis\":{\"master\":\(master),\"mode\":\"\(mode)\"},\"status\":\"\(health.degraded ? "degraded" : "ok")\"}"
-                return .json(status: health.serving ? 200 : 503, body)
+                return .json(status: health.status, health.json)
             case ("GET", PrometheusMetrics.path):
                 // Counters only; with --api-key-file the key is required (401 without), else open.
                 if case .denied(let response) = access.checkKey(head) { return response }

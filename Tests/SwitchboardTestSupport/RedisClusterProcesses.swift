@@ -8,7 +8,10 @@ import Foundation
 ///
 /// Settings: `cluster-node-timeout 2000` (a failed master is detected in 2 s) and
 /// `cluster-replica-validity-factor 0` (without it, a replica of a freshly created local cluster
-/// may consider its data too old and refuse to be promoted). With `password`, every node
+/// may consider its data too old and refuse to be promoted), `cluster-require-full-coverage no`
+/// (with the default, every node refuses every command, `CLUSTERDOWN`, from the moment a
+/// master is marked failed until its replica is promoted: the other shards would stop too).
+/// With `password`, every node
 /// requires it (`requirepass`) and replicas use it for their masters (`masterauth`).
 ///
 /// The initializer returns once every node says `cluster_state:ok`, knows all six nodes, and
@@ -28,7 +31,7 @@ package final class RedisClusterProcesses: Sendable {
     package init(password: String? = nil) async throws {
         self.password = password
         let arguments = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000",
-                         "--cluster-replica-validity-factor", "0"] + (password.map { ["--masterauth", $0] } ?? [])
+                         "--cluster-replica-validity-factor", "0", "--cluster-require-full-coverage", "no"] + (password.map { ["--masterauth", $0] } ?? [])
         var nodes: [RedisServerProcess] = []
         for _ in 0..<6 {
             nodes.append(try await RedisServerProcess(password: password, arguments: arguments, clusterBus: true))

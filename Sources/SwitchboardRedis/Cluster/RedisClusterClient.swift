@@ -80,6 +80,16 @@ public final class RedisClusterClient: Sendable {
         if let error = await router.refresh(after: 0) { throw error }
     }
 
+    /// Fetches the slot map again now, from the nodes of the current map and then the seeds (a
+    /// refresh already under way is shared). Commands refresh the map themselves when a node
+    /// answers `MOVED` or cannot be reached; this is for a caller that learnt of a change
+    /// otherwise, for example a health check whose `PING` to a master failed. Throws
+    /// `.unavailable` when no node answers with a usable map (the map in use stays).
+    public func refreshSlotMap() async throws(RedisError) {
+        let generation = await router.generation
+        if let error = await router.refresh(after: generation) { throw error }
+    }
+
     /// The slot map in use now (empty before the first one is fetched): which master serves
     /// which slots, and their replicas.
     public var slotMap: RedisClusterSlotMap {
