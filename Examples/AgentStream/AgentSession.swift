@@ -243,6 +243,7 @@ actor AgentSession {
         attachment = nil
         resend = []
         let grace = limits.grace
+        log("session \(shownID) detached: ends after \(grace) unless a client resumes it")
         graceTimer = Task { [weak self] in
             do { try await Task.sleep(for: grace) } catch { return }
             await self?.expireIfDetached()
