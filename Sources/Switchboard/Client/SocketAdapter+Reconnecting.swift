@@ -18,6 +18,13 @@ extension SocketAdapter {
         let retry = policy.reconnects && !userClosed
             && ReconnectPolicy.isRetried(closeCode: status?.code, error: error, hasTokenProvider: tokenProvider != nil)
         connection = nil
+        // What it received and the stream has not taken yet is read before anything newer.
+        unreadEnded.append(c)
+        if unreadEnded.count > Self.maxUnreadEndedConnections {
+            unreadEnded.removeFirst()
+            logger.warning("a connection's unread lines were dropped: more connections ended unread than kept",
+                           metadata: ["kept": "\(Self.maxUnreadEndedConnections)"])
+        }
         outbox.withLock { $0.connectionChanged(to: nil) }
         reconnecting = retry
         // Every job handing commands to `c` was scheduled on its loop before the line above;

@@ -47,6 +47,13 @@ public actor SocketAdapter: SocketClient {
     /// The open connection. ``send(command:)``'s quick way to it (``outbox``) is opened
     /// separately, once the commands queued during an outage went out first.
     var connection: WebSocketConnection?
+    /// Connections that ended while they still held lines or messages the stream had not
+    /// taken (their close reply waited its grace for a reader, then went): read, oldest first,
+    /// before the current connection, so nothing received is lost and the order holds. At most
+    /// ``maxUnreadEndedConnections``; beyond, the oldest is dropped (logged).
+    var unreadEnded: [WebSocketConnection] = []
+    /// See ``unreadEnded``.
+    static let maxUnreadEndedConnections = 16
     /// Commands on their way to the connection's loop (see ``send(command:)``).
     nonisolated let outbox = Locked(CommandOutbox<WebSocketConnection>())
     var ended: (status: WebSocketCloseStatus?, error: SwitchboardError?)?
@@ -179,6 +186,7 @@ public actor SocketAdapter: SocketClient {
 
     func start(_ endpoint: @escaping @Sendable () async throws(SwitchboardError) -> any SocketEndpoint) async throws(SwitchboardError) {
         outbox.withLock { $0.connectionChanged(to: nil) }
+        unreadEnded = []
         if let old = connection {
             connection = nil
             await old.close()
@@ -239,8 +247,13 @@ public actor SocketAdapter: SocketClient {
 
     // MARK: Receiving
 
-    /// The next lines of the current connection, in batches (``WebSocketConnection/nextLines()``).
+    /// The next lines of the current connection, in batches (``WebSocketConnection/nextLines()``),
+    /// after those of the connections that ended before the stream took everything they held.
     func nextLines() async -> [Data]? {
+        while let old = unreadEnded.first {
+            if let lines = await old.nextLines() { return lines }
+            if unreadEnded.first === old { unreadEnded.removeFirst() }
+        }
         while let c = await currentOrNextConnection() {
             if let lines = await c.nextLines() { return lines }
             guard await waitForReplacement(of: c) else { return nil }
@@ -249,6 +262,10 @@ public actor SocketAdapter: SocketClient {
     }
 
     func nextMessage() async -> WebSocketMessage? {
+        while let old = unreadEnded.first {
+            if let m = try? await old.receive() { return m }
+            if unreadEnded.first === old { unreadEnded.removeFirst() }
+        }
         while let c = await currentOrNextConnection() {
             if let m = try? await c.receive() { return m }
             guard await waitForReplacement(of: c) else { return nil }
