@@ -117,6 +117,8 @@ echo-binary-1MiB-10c|--conns 10 --size 1048576 --binary|mb_per_s|MB/s echoed
 fanout-16B-1000subs|--mode fanout --conns 1000 --size 16 --path /broadcast --window 4|deliveries_per_s|deliveries/s
 fanout-redis-16B-1000subs|--mode fanout --conns 1000 --size 16 --path /broadcast|deliveries_per_s|deliveries/s and latency, 1 vs 2 processes through Redis (own table)
 tls-echo-text-16B-100c|--tls --conns 100 --size 16|round_trips_per_s|round trips/s
+churn-16B-50c|--mode churn --conns 50 --size 16|server_cpu_s_per_1000|server CPU-seconds per 1,000 connect-echo-close cycles (lower is better)
+tls-churn-16B-50c|--tls --mode churn --conns 50 --size 16|server_cpu_s_per_1000|server CPU-seconds per 1,000 TLS connect-echo-close cycles (lower is better)
 hold-idle|--mode hold --conns $HOLD_CONNS --settle 3|kib_per_conn|KiB RSS per idle connection
 echo-json-1KiB-100c|--conns 100 --size 1024 --payload json|round_trips_per_s|round trips/s
 echo-json-1KiB-deflate-shared-100c|--conns 100 --size 1024 --payload json --deflate shared|round_trips_per_s|round trips/s
@@ -399,7 +401,12 @@ measure() {  # server scenario-line round
     args=$(echo "$line" | cut -d'|' -f2)
     field=$(echo "$line" | cut -d'|' -f3)
     local extra=()
-    case "$name" in hold-*) extra=(--pid "$server_pid") ;; *) extra=(--duration "$DURATION" --warmup "$WARMUP") ;; esac
+    case "$name" in
+        hold-*) extra=(--pid "$server_pid") ;;
+        # The server's CPU over the window (the generator may be what limits the cycles/s).
+        churn-*|tls-churn-*) extra=(--pid "$server_pid" --duration "$DURATION" --warmup "$WARMUP") ;;
+        *) extra=(--duration "$DURATION" --warmup "$WARMUP") ;;
+    esac
     local out value
     # shellcheck disable=SC2086
     out=$(taskset -c 1 "$bin/loadgen" --port "$server_port" $args "${extra[@]}" 2>&1) || true

@@ -124,7 +124,8 @@ if server_rows_present or not (clients or redis_rows):
                                             for n in scenarios) else "hold-idle and hold-idle-*"
         print("\nRatios: Switchboard / peer of the medians; above 1× Switchboard is faster, except for "
               f"{hold_names} (memory per idle connection, lower is better), where under 1× means Switchboard "
-              "uses less memory.")
+              "uses less memory, and churn-* (server CPU-seconds per 1,000 connect-echo-close cycles, lower is "
+              "better), where under 1× means Switchboard spends less CPU per connection.")
 
 # ---- bytes on the wire (JSON and compressed scenarios) ----
 wire_path = os.path.join(os.path.dirname(os.path.abspath(results_path)), "wire.tsv")

@@ -18,6 +18,13 @@
 //           --port. Needs --size 16 or more, fill payload.
 //   hold    opens N connections, upgrades them, leaves them idle, then reads the server's
 //           VmRSS from /proc/PID/status and prints KiB per connection.
+//   churn   N connections at a time, each in a loop: connect (from a source address spread over
+//           127.0.0.0/8, so that ports in TIME_WAIT never run out across rounds), TLS with --tls,
+//           upgrade, one echo, the close handshake (our masked close 1000, the server's close,
+//           then the server's end of the TCP connection), and again. Prints cycles per second
+//           and, with --pid, the server's CPU-seconds per 1,000 cycles over the measured window
+//           (utime + stime from /proc/PID/stat): the figure to compare servers by, since the
+//           generator may be what limits the cycles per second.
 //
 // Every mode prints one machine-readable line starting with "result ", plus loadgen's own CPU
 // use over the window: under 100% means the load generator was waiting for the server, i.e.
@@ -69,7 +76,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-enum mode { MODE_ECHO, MODE_FANOUT, MODE_HOLD };
+enum mode { MODE_ECHO, MODE_FANOUT, MODE_HOLD, MODE_CHURN };
 enum state { ST_CONNECTING, ST_TLS, ST_UPGRADING, ST_OPEN, ST_DEAD };
 
 typedef struct conn {
@@ -115,6 +122,8 @@ typedef struct conn {
     int cmp_bad;             // uncompressed echo: differs from what was sent
     uint64_t cmp_off;        // uncompressed echo: bytes compared so far
     uint64_t msg_wire, msg_plen;  // frame bytes and frame payload bytes of the message so far
+    int closing;             // churn: our close frame is queued or sent
+    int got_close;           // churn: the server's close frame arrived; its end of TCP comes next
 } conn;
 
 static struct {
@@ -160,6 +169,9 @@ static uint64_t wire_sent, wire_recv, payload_sent, payload_recv;  // in the mea
 static uint64_t negotiated, declined, mismatches;
 static int hold_pending;     // hold: connections awaiting their one message's echo
 static const uint8_t mask_key[4] = {0x37, 0xfa, 0x21, 0x3d};
+// churn: our close frame (1000, masked), cycles completed in the window, source addresses used.
+static const uint8_t close_frame[8] = {0x88, 0x82, 0x37, 0xfa, 0x21, 0x3d, 0x03 ^ 0x37, 0xe8 ^ 0xfa};
+static uint64_t measured_cycles, sources_used;
 
 // The message pool: payload, and its masked uncompressed frame.
 #define POOL_MAX 64
@@ -199,6 +211,23 @@ static long rss_kib(int pid) {
         if (strncmp(line, "VmRSS:", 6) == 0) { kib = strtol(line + 6, NULL, 10); break; }
     fclose(f);
     return kib;
+}
+
+// utime + stime of `pid` in seconds (/proc/PID/stat fields 14 and 15), or -1.
+static double process_cpu_seconds(int pid) {
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[n] = 0;
+    const char *p = strrchr(line, ')');  // the command name may hold spaces
+    if (!p) return -1;
+    unsigned long long ut = 0, st = 0;
+    // After ")": state (3), then fields 4..13, utime (14), stime (15).
+    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2) return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
 static void build_frame(void) {
@@ -439,6 +468,15 @@ static void open_conn(conn *c) {
     if (c->fd < 0) die("socket() failed (raise ulimit -n?)");
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (opt.mode == MODE_CHURN && (sa.sin_addr.s_addr & htonl(0xff000000)) == htonl(0x7f000000)) {
+        // A new source address of 127.0.0.0/8 for each connection (127.1.0.1 … 127.250.254.254,
+        // then around again): each address has its own ephemeral ports.
+        uint64_t k = sources_used++;
+        uint32_t a = 1 + (uint32_t)(k % 250), b = (uint32_t)(k / 250 % 255), d = 1 + (uint32_t)(k / 63750 % 254);
+        struct sockaddr_in src = {.sin_family = AF_INET, .sin_port = 0,
+                                  .sin_addr.s_addr = htonl(0x7f000000u | a << 16 | b << 8 | d)};
+        if (bind(c->fd, (struct sockaddr *)&src, sizeof src) < 0) die("bind() of a 127.0.0.0/8 source address failed");
+    }
     c->state = ST_CONNECTING;
     connecting_now++;
     int r = connect(c->fd, (struct sockaddr *)&sa, sizeof sa);
@@ -446,6 +484,23 @@ static void open_conn(conn *c) {
     c->want_write = 1;
     struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
     if (epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev) < 0) die("epoll_ctl");
+}
+
+// churn: a cycle ended (the server closed its end after the close handshake): the slot starts
+// the next connection at once.
+static void cycle_done(conn *c) {
+    if (measuring) measured_cycles++;
+    epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
+    if (c->ssl) { SSL_free(c->ssl); c->ssl = NULL; }
+    close(c->fd);
+    int index = c->index;
+    free(c->obuf); free(c->ibuf);
+    if (c->zout) { deflateEnd(c->zout); free(c->zout); }
+    if (c->zin) { inflateEnd(c->zin); free(c->zin); }
+    memset(c, 0, sizeof *c);
+    c->index = index;
+    c->fd = -1;
+    if (!done) open_conn(c);
 }
 
 static void open_more(void) {
@@ -579,7 +634,7 @@ static uint64_t min_seq(void) {
     return m;
 }
 
-static int all_open(void) { return (uint64_t)opt.conns == opened + failed; }
+static int all_open(void) { return opened + failed >= (uint64_t)opt.conns; }
 
 static uint64_t now_us(void) { return (uint64_t)((now() - t_base) * 1e6); }
 
@@ -670,6 +725,12 @@ static void message_done(conn *c) {
         if (measuring) measured_msgs++;
         c->awaiting = 0;
         if (!done) { send_frame(c); c->awaiting = 1; }
+    } else if (opt.mode == MODE_CHURN) {
+        c->awaiting = 0;
+        c->closing = 1;
+        c->out = close_frame;
+        c->out_len = sizeof close_frame;
+        c->out_off = 0;
     } else if (opt.mode == MODE_FANOUT) {
         if (measuring) measured_msgs++;
         if (!c->publisher) fanout_delivered(c);
@@ -679,6 +740,7 @@ static void message_done(conn *c) {
 static void frame_done(conn *c) {
     switch (c->opcode) {
     case 0x8:
+        if (opt.mode == MODE_CHURN && c->closing) { c->got_close = 1; return; }  // its end of TCP follows
         kill_conn(c, "server sent close");
         return;
     case 0x9: {  // ping: answer with a masked pong carrying the same payload
@@ -756,7 +818,7 @@ static void became_open(conn *c) {
     c->msgs = opt.json || c->dfl;
     c->verify = (opt.json || opt.deflate) && opt.mode != MODE_FANOUT;
     c->next_msg = (c->index * 13) % npool;
-    if (opt.mode == MODE_ECHO && !done) { send_frame(c); c->awaiting = 1; }
+    if ((opt.mode == MODE_ECHO || opt.mode == MODE_CHURN) && !done) { send_frame(c); c->awaiting = 1; }
     if (opt.mode == MODE_HOLD && (opt.json || opt.deflate)) { send_frame(c); c->awaiting = 1; hold_pending++; }
 }
 
@@ -834,6 +896,7 @@ static void on_event(conn *c, uint32_t events) {
             ssize_t n = io_read(c, rbuf, sizeof rbuf);
             if (n == -1) break;
             if (opt.mode == MODE_FANOUT) t_read_us = now_us();
+            if (n <= 0 && c->got_close) { cycle_done(c); return; }  // churn: the cycle is complete
             if (n <= 0) { kill_conn(c, n == 0 ? "server closed the connection" : "read failed"); return; }
             const uint8_t *p = rbuf;
             size_t len = (size_t)n;
@@ -865,7 +928,7 @@ static void on_event(conn *c, uint32_t events) {
 
 static void usage(void) {
     fprintf(stderr,
-        "usage: loadgen [--host 127.0.0.1] [--port 9001] [--path /] [--mode echo|fanout|hold]\n"
+        "usage: loadgen [--host 127.0.0.1] [--port 9001] [--path /] [--mode echo|fanout|hold|churn]\n"
         "               [--conns N] [--size BYTES] [--binary] [--duration S] [--warmup S]\n"
         "               [--tls] [--pid SERVER_PID] [--window N] [--settle S] [--port2 P]\n"
         "               [--payload fill|json] [--deflate off|shared|takeover] [--level 1-9]\n");
@@ -881,7 +944,8 @@ int main(int argc, char **argv) {
         else if (ARG("--port")) opt.port = atoi(v);
         else if (ARG("--path")) opt.path = v;
         else if (ARG("--mode")) opt.mode = strcmp(v, "echo") == 0 ? MODE_ECHO : strcmp(v, "fanout") == 0 ? MODE_FANOUT
-                                         : strcmp(v, "hold") == 0 ? MODE_HOLD : (usage(), MODE_ECHO);
+                                         : strcmp(v, "hold") == 0 ? MODE_HOLD : strcmp(v, "churn") == 0 ? MODE_CHURN
+                                         : (usage(), MODE_ECHO);
         else if (ARG("--conns")) opt.conns = atoi(v);
         else if (ARG("--size")) opt.size = (size_t)strtoull(v, NULL, 10);
         else if (strcmp(a, "--binary") == 0) opt.binary = 1;
@@ -905,6 +969,7 @@ int main(int argc, char **argv) {
     if (opt.json && opt.mode == MODE_FANOUT) die("--payload json: echo and hold modes only");
     if (opt.mode == MODE_FANOUT && opt.size < 16) die("--mode fanout needs --size 16 or more (the payload carries a stamp)");
     if (opt.port2 && opt.mode != MODE_FANOUT) die("--port2: fanout mode only");
+    if (opt.mode == MODE_CHURN && (opt.json || opt.deflate)) die("--mode churn: fill payload, no compression");
     if (opt.json && opt.size < 64) die("--payload json needs --size 64 or more");
     if (opt.level < 1 || opt.level > 9) usage();
     signal(SIGPIPE, SIG_IGN);
@@ -929,7 +994,7 @@ int main(int argc, char **argv) {
 
     long rss_before = opt.mode == MODE_HOLD ? rss_kib(opt.pid) : 0;
     t_base = now();
-    double t0 = now(), t_open = 0, t_measure = 0, t_end = 0, cpu_start = 0, settle_until = 0;
+    double t0 = now(), t_open = 0, t_measure = 0, t_end = 0, cpu_start = 0, settle_until = 0, server_cpu_start = -1;
     int real_total = opt.conns;
     opt.conns = total;  // open the publisher too
     struct epoll_event evs[1024];
@@ -950,13 +1015,31 @@ int main(int argc, char **argv) {
         if (!t_open && t - t0 > 120)
             die(all_open() ? "subscribers did not all receive a probe within 120 s" : "connections did not open within 120 s");
         if (t_open && opt.mode != MODE_HOLD) {
-            if (!measuring && t >= t_measure && t < t_end) { measuring = 1; cpu_start = cpu_seconds(); }
+            if (!measuring && t >= t_measure && t < t_end) {
+                measuring = 1;
+                cpu_start = cpu_seconds();
+                if (opt.pid > 0) server_cpu_start = process_cpu_seconds(opt.pid);
+            }
             if (t >= t_end) done = 1;
         }
         if (t_open && opt.mode == MODE_HOLD && t >= settle_until) done = 1;
     }
     opt.conns = real_total;
     double cpu = cpu_seconds() - cpu_start;
+    double server_cpu = opt.pid > 0 && server_cpu_start >= 0 ? process_cpu_seconds(opt.pid) - server_cpu_start : -1;
+    if (opt.mode == MODE_CHURN) {
+        double per_s = (double)measured_cycles / opt.duration;
+        char server[128] = "";
+        if (server_cpu >= 0 && measured_cycles)
+            snprintf(server, sizeof server, " server_cpu_s=%.3f server_cpu_s_per_1000=%.4f", server_cpu,
+                     server_cpu * 1000.0 / (double)measured_cycles);
+        printf("result mode=churn conns=%d size=%zu tls=%d cycles_per_s=%.0f cycles=%llu errors=%llu failed=%llu "
+               "loadgen_cpu=%.0f%%%s\n",
+               real_total, opt.size, opt.tls, per_s, (unsigned long long)measured_cycles, (unsigned long long)errors,
+               (unsigned long long)failed, 100.0 * cpu / opt.duration, server);
+        if (measured_cycles == 0) fprintf(stderr, "loadgen: no cycle completed in the measured window\n");
+        return (errors || failed || measured_cycles == 0) ? 1 : 0;
+    }
     // The deflate fields (after the classic ones, so existing parsers are unaffected).
     char extra[512];
     uint64_t payload = payload_sent + payload_recv, wire = wire_sent + wire_recv;
