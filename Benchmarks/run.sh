@@ -53,7 +53,10 @@
 # (Switchboard's SocketAdapter: lines in, send(command:) out), "python-client" websockets 17
 # (asyncio), "node-client" Node.js with Debian's node-ws. Scenarios: client-pipelined-60B-w64
 # sends 60-byte lines with 64 in flight to an echo server (uws-echo when present, else
-# Switchboard's echo-server with callbacks); client-stream-60B receives the lines line-streamer
+# Switchboard's echo-server with callbacks) from a separate sending task; client-reply-60B-w64
+# the same 64 lines in flight, each answered from the receiving loop (`for await line in lines
+# { send(command:) }`, the shape applications write), with its round-trip p99 as the row
+# client-reply-60B-w64-p99; client-stream-60B receives the lines line-streamer
 # writes as fast as it can. Clients run on CPU 1, the server on CPU 0; the result is lines/s.
 #
 # uWebSockets: prebuilt uws-echo and uws-fanout, looked for in UWS_DIR (default ../shared/peers
@@ -136,9 +139,11 @@ else client_echo=switchboard; client_echo_desc="Switchboard (callbacks)"; fi
 # name | client arguments | reported field | unit
 CLIENT_ALL_SCENARIOS="
 client-pipelined-60B-w64|--mode pipelined --size 60 --window 64|lines_per_s|lines/s echoed by $client_echo_desc
+client-reply-60B-w64|--mode reply --size 60 --window 64|lines_per_s|lines/s answered one by one from the receiving loop, echoed by $client_echo_desc
+client-reply-60B-w64-p99|(from client-reply-60B-w64)|p99_us|µs round trip p99 in that loop (lower is better)
 client-stream-60B|--mode stream|lines_per_s|lines/s received from line-streamer
 "
-CLIENT_SCENARIOS=${CLIENT_SCENARIOS:-$(echo "$CLIENT_ALL_SCENARIOS" | cut -d'|' -f1 | xargs)}
+CLIENT_SCENARIOS=${CLIENT_SCENARIOS:-$(echo "$CLIENT_ALL_SCENARIOS" | grep -v '|(from ' | cut -d'|' -f1 | xargs)}
 
 # Which servers take part in which scenario (the others show "—" in the table).
 supports() {  # server scenario
@@ -467,8 +472,12 @@ measure_client() {  # client scenario-line round
         value="failed"
     fi
     printf '%s\t%s\t%s\t%s\n' "$client" "$name" "$round" "$value" >> "$results"
-    printf '  %-17s %-26s round %s: %s %s\n' "$client" "$name" "$round" "$value" \
-        "$(echo "$out" | grep -o 'cpu=[0-9]*%' || true)" >&2
+    # The reply loop's round-trip p99, as its own row.
+    local p99
+    p99=$(echo "$out" | sed -n 's/^result .* p99_us=\([0-9.]*\).*/\1/p' | head -1)
+    [ -n "$p99" ] && printf '%s\t%s\t%s\t%s\n' "$client" "$name-p99" "$round" "$p99" >> "$results"
+    printf '  %-17s %-26s round %s: %s %s %s\n' "$client" "$name" "$round" "$value" \
+        "$(echo "$out" | grep -o 'cpu=[0-9]*%' || true)" "${p99:+p99=${p99}µs}" >&2
 }
 
 for round in $(seq 1 "$RUNS"); do
@@ -565,7 +574,7 @@ if [ "$CLIENTS" != 0 ] && [ -n "$CLIENT_LIST" ]; then
         say "clients: round $round of $RUNS"
         for s in $CLIENT_SCENARIOS; do
             case "$s" in
-                client-pipelined-*) start_server "$client_echo" 0 ;;
+                client-pipelined-*|client-reply-*) start_server "$client_echo" 0 ;;
                 client-stream-*) start_server line-streamer 0 ;;
                 *) say "unknown client scenario $s"; exit 2 ;;
             esac

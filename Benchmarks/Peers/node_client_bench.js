@@ -5,6 +5,10 @@
 // - pipelined: against an echo server, sends --size-byte lines (newline included), each as one
 //   text message, keeping --window of them in flight (after each message received, sends while
 //   fewer than --window lines are unanswered).
+// - reply: against an echo server, the loop applications write: --window lines sent first, then
+//   one reply sent from the message handler for every line received. Each line starts with its
+//   send time (16 hex digits of process.hrtime nanoseconds); p50_us and p99_us of the round trips
+//   are added to the result.
 // - stream: against a server that streams lines (line-streamer), only receives.
 //
 // Received messages are split into lines on "\n" with a carry-over buffer (a line may span
@@ -32,13 +36,13 @@ function parseArgs(argv) {
     const v = argv[++i];
     opt[m[1]] = numeric.has(m[1]) ? Number(v) : v;
   }
-  if (!['pipelined', 'stream'].includes(opt.mode) || !(opt.size >= 2) || !(opt.window >= 1) ||
+  if (!['pipelined', 'reply', 'stream'].includes(opt.mode) || !(opt.size >= (opt.mode === 'reply' ? 18 : 2)) || !(opt.window >= 1) ||
       !(opt.duration > 0) || !(opt.warmup >= 0)) usage();
   return opt;
 }
 
 function usage() {
-  process.stderr.write('usage: node_client_bench.js [--mode pipelined|stream] [--host 127.0.0.1] [--port 9001] [--path /]\n' +
+  process.stderr.write('usage: node_client_bench.js [--mode pipelined|reply|stream] [--host 127.0.0.1] [--port 9001] [--path /]\n' +
                        '                            [--size 60] [--window 64] [--duration 5] [--warmup 1]\n');
   process.exit(2);
 }
@@ -50,7 +54,13 @@ function cpuSeconds() {
 
 const opt = parseArgs(process.argv.slice(2));
 const pipelined = opt.mode === 'pipelined';
+const reply = opt.mode === 'reply';
 const line = 'x'.repeat(opt.size - 1) + '\n';
+const padding = 'x'.repeat(opt.size - 17) + '\n';
+const latencies = [];
+function stamped() {
+  return process.hrtime.bigint().toString(16).padStart(16, '0') + padding;
+}
 const ws = new WebSocket(`ws://${opt.host}:${opt.port}${opt.path}`, { perMessageDeflate: false });
 
 let inFlight = 0;
@@ -72,6 +82,7 @@ ws.on('open', () => {
   measureFrom = performance.now() + opt.warmup * 1000;
   measureUntil = measureFrom + opt.duration * 1000;
   if (pipelined) fill();
+  if (reply) for (let i = 0; i < opt.window; i++) ws.send(stamped());
 });
 
 ws.on('message', (data) => {
@@ -84,8 +95,14 @@ ws.on('message', (data) => {
   if (now >= measureUntil) {
     finished = true;
     const cpu = cpuSeconds() - (cpuStart === null ? cpuSeconds() : cpuStart);
+    let extra = '';
+    if (reply) {
+      latencies.sort((a, b) => a - b);
+      const pct = (p) => latencies.length ? latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] / 1000 : 0;
+      extra = ` p50_us=${pct(0.5).toFixed(0)} p99_us=${pct(0.99).toFixed(0)}`;
+    }
     process.stdout.write(`result mode=${opt.mode} lines_per_s=${(measured / opt.duration).toFixed(0)} lines=${measured} ` +
-                         `size=${opt.size} window=${pipelined ? opt.window : 0} cpu=${(100 * cpu / opt.duration).toFixed(0)}%\n`);
+                         `size=${opt.size} window=${pipelined || reply ? opt.window : 0} cpu=${(100 * cpu / opt.duration).toFixed(0)}%${extra}\n`);
     ws.close();
     // Bounded close handshake, as the other clients (2 s).
     setTimeout(() => { ws.terminate(); }, 2000).unref();
@@ -98,6 +115,17 @@ ws.on('message', (data) => {
   if (pipelined) {
     inFlight -= lines;
     fill();
+  }
+  if (reply) {
+    const t = process.hrtime.bigint();
+    for (const p of parts) {
+      if (p.length === 0) continue;
+      if (now >= measureFrom) {
+        const sent = BigInt('0x' + p.slice(0, 16));
+        latencies.push(Number(t - sent));
+      }
+      ws.send(stamped());
+    }
   }
 });
 

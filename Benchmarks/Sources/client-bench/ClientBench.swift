@@ -13,6 +13,11 @@ import Glibc
 /// - `pipelined`: against an echo server, sends `--size`-byte lines (the command's text plus the
 ///   newline `send(command:)` appends) and keeps `--window` of them in flight: one task sends a
 ///   command for every line the receiving loop counts.
+/// - `reply`: against an echo server, the loop applications write: `--window` lines sent first,
+///   then `for await line in lines { …; try await socket.send(command: reply) }`, one reply per
+///   line received, from the receiving loop itself. Each line carries its send time (16 hex
+///   digits of CLOCK_MONOTONIC nanoseconds, then `x`s), so the round trip of every line is
+///   measured: `p50_us` and `p99_us` are added to the result.
 /// - `stream`: against a server that streams lines (`line-streamer`), counts lines received.
 ///
 /// Counts lines received during `--duration` seconds after `--warmup` and prints one line,
@@ -24,14 +29,15 @@ struct ClientBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "client-bench", abstract: "Switchboard client benchmark (pipelined echo lines, or receive-only lines).")
 
-    enum Mode: String, ExpressibleByArgument { case pipelined, stream }
+    enum Mode: String, ExpressibleByArgument { case pipelined, reply, stream }
 
-    @Option(help: "pipelined (against an echo server) or stream (against a line-streaming server).") var mode: Mode = .pipelined
+    @Option(help: "pipelined or reply (against an echo server), or stream (against a line-streaming server).") var mode: Mode = .pipelined
     @Option(help: "Server address.") var host = "127.0.0.1"
     @Option(help: "Server port.") var port = 9001
     @Option(help: "Request path.") var path = "/"
     @Option(help: "Bytes per line sent, newline included (pipelined).") var size = 60
     @Option(help: "Lines in flight (pipelined).") var window = 64
+    @Flag(help: "Run the reply loop on the main actor (as top-level code in main.swift does).") var mainActor = false
     @Option(help: "Seconds measured.") var duration = 5.0
     @Option(help: "Seconds before measuring.") var warmup = 1.0
 
@@ -41,6 +47,7 @@ struct ClientBench: AsyncParsableCommand {
 
     func validate() throws {
         if size < 2 { throw ValidationError("--size must be at least 2 (one character and the newline)") }
+        if mode == .reply && size < 18 { throw ValidationError("--size must be at least 18 in reply mode (a 16-digit time stamp and the newline)") }
         if window < 1 { throw ValidationError("--window must be positive") }
         if !(duration > 0) || warmup < 0 { throw ValidationError("--duration must be positive, --warmup not negative") }
     }
@@ -68,6 +75,15 @@ struct ClientBench: AsyncParsableCommand {
                     FileHandle.standardError.write(Data("client-bench: send failed: \(error)\n".utf8))
                 }
             }
+        }
+
+        if mode == .reply {
+            if mainActor {
+                try await onMainActor(socket: socket, lines: lines)
+            } else {
+                try await replyLoop(socket: socket, lines: lines)
+            }
+            return
         }
 
         let clock = ContinuousClock()
@@ -103,6 +119,77 @@ struct ClientBench: AsyncParsableCommand {
         FileHandle.standardOutput.write(Data(result.utf8))
         await sender?.value
         await socket.close()
+    }
+
+    /// The reply loop: every line received is answered from the loop that received it.
+    func replyLoop(socket: SocketAdapter, lines: AsyncStream<Data>) async throws {
+        let padding = String(repeating: "x", count: size - 17)
+        func stamped() -> Line {
+            let hex = String(Self.monotonicNanoseconds(), radix: 16)
+            return Line(message: String(repeating: "0", count: max(0, 16 - hex.utf8.count)) + hex + padding)
+        }
+        for _ in 0..<window { try await socket.send(command: stamped()) }
+        let start = Self.monotonicNanoseconds()
+        let measureFrom = start + UInt64(warmup * 1e9)
+        let measureUntil = measureFrom + UInt64(duration * 1e9)
+        var latencies: [UInt64] = []
+        latencies.reserveCapacity(1 << 20)
+        var cpuStart = 0.0
+        var measuring = false
+        var finished = false
+        for await line in lines {
+            let now = Self.monotonicNanoseconds()
+            if now >= measureUntil { finished = true; break }
+            if now >= measureFrom {
+                if !measuring { measuring = true; cpuStart = Self.cpuSeconds() }
+                if let sent = Self.stamp(of: line), sent <= now { latencies.append(now - sent) }
+            }
+            try await socket.send(command: stamped())
+        }
+        let cpu = Self.cpuSeconds() - cpuStart
+        guard finished else {
+            let error = await socket.lastError
+            let status = await socket.closeStatus
+            let why = error.map { "\($0)" } ?? status.map { "closed: \($0)" } ?? "stream finished"
+            FileHandle.standardError.write(Data("client-bench: the connection ended early: \(why)\n".utf8))
+            throw ExitCode(1)
+        }
+        latencies.sort()
+        func percentile(_ p: Double) -> Double {
+            guard !latencies.isEmpty else { return 0 }
+            return Double(latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]) / 1000
+        }
+        let result = String(format: "result mode=reply lines_per_s=%.0f lines=%d size=%d window=%d cpu=%.0f%% p50_us=%.0f p99_us=%.0f\n",
+                            Double(latencies.count) / duration, latencies.count, size, window,
+                            100 * cpu / duration, percentile(0.5), percentile(0.99))
+        FileHandle.standardOutput.write(Data(result.utf8))
+        await socket.close()
+    }
+
+    @MainActor func onMainActor(socket: SocketAdapter, lines: AsyncStream<Data>) async throws {
+        try await replyLoop(socket: socket, lines: lines)
+    }
+
+    /// The time stamp a reply-mode line starts with (16 hex digits), if it has one.
+    static func stamp(of line: Data) -> UInt64? {
+        guard line.count >= 16 else { return nil }
+        var value: UInt64 = 0
+        for byte in line.prefix(16) {
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            default: return nil
+            }
+            value = value << 4 | UInt64(digit)
+        }
+        return value
+    }
+
+    static func monotonicNanoseconds() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
 
     /// User plus system CPU seconds of this process.
