@@ -56,8 +56,10 @@
 # Switchboard's echo-server with callbacks) from a separate sending task; client-reply-60B-w64
 # the same 64 lines in flight, each answered from the receiving loop (`for await line in lines
 # { send(command:) }`, the shape applications write), with its round-trip p99 as the row
-# client-reply-60B-w64-p99; client-stream-60B receives the lines line-streamer
-# writes as fast as it can. Clients run on CPU 1, the server on CPU 0; the result is lines/s.
+# client-reply-60B-w64-p99, and (Switchboard only) the same loop on the main actor, as top-level
+# code runs it, over the AsyncStream (-main) and over SocketLines (-seq-main); client-stream-60B
+# receives the lines line-streamer writes as fast as it can (-seq: over SocketLines, Switchboard
+# only). Clients run on CPU 1, the server on CPU 0; the result is lines/s.
 #
 # uWebSockets: prebuilt uws-echo and uws-fanout, looked for in UWS_DIR (default ../shared/peers
 # beside this repository). Never part of the project; without them the "uws" server is skipped.
@@ -141,7 +143,10 @@ CLIENT_ALL_SCENARIOS="
 client-pipelined-60B-w64|--mode pipelined --size 60 --window 64|lines_per_s|lines/s echoed by $client_echo_desc
 client-reply-60B-w64|--mode reply --size 60 --window 64|lines_per_s|lines/s answered one by one from the receiving loop, echoed by $client_echo_desc
 client-reply-60B-w64-p99|(from client-reply-60B-w64)|p99_us|µs round trip p99 in that loop (lower is better)
+client-reply-60B-w64-main|--mode reply --size 60 --window 64 --main-actor|lines_per_s|lines/s, the same loop on the main actor (top-level code)
+client-reply-60B-w64-seq-main|--mode reply --size 60 --window 64 --main-actor --lines sequence|lines_per_s|lines/s, the same on the main actor over SocketLines (connectLines)
 client-stream-60B|--mode stream|lines_per_s|lines/s received from line-streamer
+client-stream-60B-seq|--mode stream --lines sequence|lines_per_s|lines/s received from line-streamer over SocketLines (connectLines)
 "
 CLIENT_SCENARIOS=${CLIENT_SCENARIOS:-$(echo "$CLIENT_ALL_SCENARIOS" | grep -v '|(from ' | cut -d'|' -f1 | xargs)}
 
@@ -578,7 +583,13 @@ if [ "$CLIENTS" != 0 ] && [ -n "$CLIENT_LIST" ]; then
                 client-stream-*) start_server line-streamer 0 ;;
                 *) say "unknown client scenario $s"; exit 2 ;;
             esac
-            for client in $CLIENT_LIST; do measure_client "$client" "$(client_scenario_line "$s")" "$round"; done
+            for client in $CLIENT_LIST; do
+                # --main-actor and --lines are Switchboard's: the peers have no such thing.
+                case "$(client_scenario_line "$s" | cut -d'|' -f2)" in
+                    *--main-actor*|*--lines*) [ "$client" = sb-client ] || continue ;;
+                esac
+                measure_client "$client" "$(client_scenario_line "$s")" "$round"
+            done
             stop_server
         done
     done

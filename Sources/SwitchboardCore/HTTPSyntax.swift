@@ -59,6 +59,15 @@ package enum HTTPSyntax {
     static func equalsIgnoringASCIICase(_ lhs: String, _ rhs: String) -> Bool {
         let a = lhs.utf8, b = rhs.utf8
         guard a.count == b.count else { return false }
+        // Native strings: compare the contiguous bytes (no iterator per view).
+        if let equal = a.withContiguousStorageIfAvailable({ pa in
+            b.withContiguousStorageIfAvailable { pb in
+                for i in 0..<pa.count where asciiLowercase(pa[i]) != asciiLowercase(pb[i]) { return false }
+                return true
+            }
+        }), let equal {
+            return equal
+        }
         return zip(a, b).allSatisfy { asciiLowercase($0) == asciiLowercase($1) }
     }
 

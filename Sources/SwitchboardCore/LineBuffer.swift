@@ -128,6 +128,19 @@ public struct LineBuffer: Sendable {
     /// The next complete line without its terminator, or `nil` when no complete line is
     /// buffered. Applies the ``EmptyLinePolicy``.
     public mutating func nextLine() -> [UInt8]? {
+        nextLine { Array($0) }
+    }
+
+    /// The next complete line without its terminator, made into a value by `make` straight
+    /// from the buffer's storage (one copy, into whatever `make` builds), or `nil` when no
+    /// complete line is buffered. The bytes are valid only during the call. Applies the
+    /// ``EmptyLinePolicy`` like ``nextLine()``.
+    public mutating func nextLine<Line>(_ make: (UnsafeRawBufferPointer) -> Line) -> Line? {
+        guard let range = nextLineRange() else { return nil }
+        return storage.withUnsafeBytes { make(UnsafeRawBufferPointer(rebasing: $0[range])) }
+    }
+
+    private mutating func nextLineRange() -> Range<Int>? {
         while lineEndsHead < lineEnds.count {
             let end = lineEnds[lineEndsHead]
             lineEndsHead += 1
@@ -136,7 +149,7 @@ public struct LineBuffer: Sendable {
             var contentEnd = end
             if contentEnd > start, storage[contentEnd - 1] == UInt8(ascii: "\r") { contentEnd -= 1 }
             if contentEnd == start, emptyLines == .skip { continue }
-            return Array(storage[start..<contentEnd])
+            return start..<contentEnd
         }
         return nil
     }

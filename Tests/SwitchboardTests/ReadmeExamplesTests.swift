@@ -32,6 +32,13 @@ func chat(port: Int) async throws {
     await socket.close()                            // idempotent; code 1000
 }
 
+@MainActor func answer(port: Int) async throws {
+    let socket = SocketAdapter()
+    for await line in try await socket.connectLines(to: ChatEndpoint(port: port)) {
+        try await socket.send(command: Say(room: "general", text: "seen \(line.count) bytes"))
+    }
+}
+
 func serve() async throws {
     let server = WebSocketServer(configuration: .init(host: "127.0.0.1", port: 8080))
     server.route("/v1/ws", authenticate: { request in

@@ -37,7 +37,9 @@ struct ClientBench: AsyncParsableCommand {
     @Option(help: "Request path.") var path = "/"
     @Option(help: "Bytes per line sent, newline included (pipelined).") var size = 60
     @Option(help: "Lines in flight (pipelined).") var window = 64
-    @Flag(help: "Run the reply loop on the main actor (as top-level code in main.swift does).") var mainActor = false
+    enum Lines: String, ExpressibleByArgument { case stream, sequence }
+    @Option(help: "How the lines are taken: stream (the AsyncStream<Data> of connect(to:)) or sequence (SocketLines, from connectLines(to:)).") var lines: Lines = .stream
+    @Flag(help: "Run the receiving loop on the main actor (as top-level code in main.swift does); reply and stream modes.") var mainActor = false
     @Option(help: "Seconds measured.") var duration = 5.0
     @Option(help: "Seconds before measuring.") var warmup = 1.0
 
@@ -57,7 +59,24 @@ struct ClientBench: AsyncParsableCommand {
         configuration.closeTimeout = .seconds(2)
         let endpoint = try WebSocketURLEndpoint(url: "ws://\(host):\(port)\(path)", configuration: configuration)
         let socket = SocketAdapter()
-        let lines = try await socket.connect(to: endpoint)
+        switch (lines, mainActor) {
+        case (.stream, false): try await measure(socket: socket, lines: socket.connect(to: endpoint))
+        case (.sequence, false): try await measure(socket: socket, lines: socket.connectLines(to: endpoint))
+        case (.stream, true): try await onMainActor(socket: socket, lines: socket.connect(to: endpoint))
+        case (.sequence, true): try await onMainActor(socket: socket, lines: socket.connectLines(to: endpoint))
+        }
+    }
+
+    @MainActor func onMainActor<Lines: AsyncSequence<Data, Never>>(socket: SocketAdapter, lines: Lines) async throws {
+        try await measure(socket: socket, lines: lines)
+    }
+
+    /// Runs the mode's loop on the caller's executor.
+    nonisolated(nonsending) func measure<Lines: AsyncSequence<Data, Never>>(socket: SocketAdapter, lines: Lines) async throws {
+        if mode == .reply {
+            try await replyLoop(socket: socket, lines: lines)
+            return
+        }
 
         // Pipelined: a sender task turns every counted line into the next command.
         var credit: AsyncStream<Void>.Continuation?
@@ -75,15 +94,6 @@ struct ClientBench: AsyncParsableCommand {
                     FileHandle.standardError.write(Data("client-bench: send failed: \(error)\n".utf8))
                 }
             }
-        }
-
-        if mode == .reply {
-            if mainActor {
-                try await onMainActor(socket: socket, lines: lines)
-            } else {
-                try await replyLoop(socket: socket, lines: lines)
-            }
-            return
         }
 
         let clock = ContinuousClock()
@@ -122,7 +132,7 @@ struct ClientBench: AsyncParsableCommand {
     }
 
     /// The reply loop: every line received is answered from the loop that received it.
-    func replyLoop(socket: SocketAdapter, lines: AsyncStream<Data>) async throws {
+    nonisolated(nonsending) func replyLoop<Lines: AsyncSequence<Data, Never>>(socket: SocketAdapter, lines: Lines) async throws {
         let padding = String(repeating: "x", count: size - 17)
         func stamped() -> Line {
             let hex = String(Self.monotonicNanoseconds(), radix: 16)
@@ -164,10 +174,6 @@ struct ClientBench: AsyncParsableCommand {
                             100 * cpu / duration, percentile(0.5), percentile(0.99))
         FileHandle.standardOutput.write(Data(result.utf8))
         await socket.close()
-    }
-
-    @MainActor func onMainActor(socket: SocketAdapter, lines: AsyncStream<Data>) async throws {
-        try await replyLoop(socket: socket, lines: lines)
     }
 
     /// The time stamp a reply-mode line starts with (16 hex digits), if it has one.

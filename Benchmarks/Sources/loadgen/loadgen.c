@@ -1066,9 +1066,9 @@ int main(int argc, char **argv) {
         snprintf(latency, sizeof latency, " lat_p50_us=%llu lat_p99_us=%llu lat_max_us=%llu lat_samples=%llu lost=%llu",
                  (unsigned long long)lat_percentile(0.50), (unsigned long long)lat_percentile(0.99),
                  (unsigned long long)lat_max, (unsigned long long)lat_count, (unsigned long long)lost);
-    printf("result mode=%s conns=%d size=%zu %s=%.0f mb_per_s=%.1f errors=%llu failed=%llu loadgen_cpu=%.0f%% %s%s\n",
+    printf("result mode=%s conns=%d size=%zu %s=%.0f msgs=%llu mb_per_s=%.1f errors=%llu failed=%llu loadgen_cpu=%.0f%% %s%s\n",
            opt.mode == MODE_ECHO ? "echo" : "fanout", real_total, opt.size,
-           opt.mode == MODE_ECHO ? "round_trips_per_s" : "deliveries_per_s", per_s,
+           opt.mode == MODE_ECHO ? "round_trips_per_s" : "deliveries_per_s", per_s, (unsigned long long)measured_msgs,
            per_s * (double)opt.size / 1e6, (unsigned long long)errors, (unsigned long long)failed,
            100.0 * cpu / opt.duration, extra, latency);
     if (measured_msgs == 0) fprintf(stderr, "loadgen: nothing was received in the measured window\n");

@@ -26,7 +26,7 @@ final class LineReader: @unchecked Sendable {
     func nextBatch(from connection: isolated WebSocketConnection) async -> [Data]? {
         var batch: [Data] = []
         while !ended {
-            while batch.count < Self.batchLimit, let line = buffer.nextLine() { batch.append(Data(line)) }
+            while batch.count < Self.batchLimit, let line = buffer.nextLine({ Data($0) }) { batch.append(line) }
             if batch.count >= Self.batchLimit { return batch }
             let message: WebSocketMessage?
             if batch.isEmpty {
@@ -48,7 +48,7 @@ final class LineReader: @unchecked Sendable {
             } catch {
                 // The lines completed before the offending one are still delivered (all of
                 // them: nothing follows in this stream).
-                while let line = buffer.nextLine() { batch.append(Data(line)) }
+                while let line = buffer.nextLine({ Data($0) }) { batch.append(line) }
                 ended = true
                 buffer = LineBuffer(maxLineLength: 0, emptyLines: .skip)
                 connection.failLineTooLong()
@@ -59,22 +59,14 @@ final class LineReader: @unchecked Sendable {
 }
 
 /// The lines of ``LineReader`` batches, one at a time: what `AsyncStream<Data>` of lines pulls
-/// from. A consumer that keeps up costs one executor hop per batch, not per line.
+/// from. A consumer that keeps up costs one executor hop per batch, not per line: the stream's
+/// closure takes a line with ``pop()`` (synchronous, no async frame) and calls
+/// ``refill(_:)`` only when the batch is used up.
 final class LineBatchBuffer: Sendable {
     private let lines = Locked<(batch: [Data], next: Int)>(([], 0))
 
-    /// The next line of `fetch`'s batches; nil once `fetch` returns nil.
-    func next(_ fetch: () async -> [Data]?) async -> Data? {
-        if let line = popLocal() { return line }
-        guard let batch = await fetch(), !batch.isEmpty else { return nil }
-        lines.withLock { state in
-            // One consumer at a time (AsyncStream's rule), so nothing was added meanwhile.
-            state = (batch, 0)
-        }
-        return popLocal()
-    }
-
-    private func popLocal() -> Data? {
+    /// The next line of the current batch, if any.
+    func pop() -> Data? {
         lines.withLock { state in
             guard state.next < state.batch.count else {
                 if !state.batch.isEmpty { state = ([], 0) }
@@ -84,5 +76,15 @@ final class LineBatchBuffer: Sendable {
             state.next += 1
             return line
         }
+    }
+
+    /// Fetches the next batch and returns its first line; nil once `fetch` returns nil.
+    func refill(_ fetch: () async -> [Data]?) async -> Data? {
+        guard let batch = await fetch(), let first = batch.first else { return nil }
+        lines.withLock { state in
+            // One consumer at a time (AsyncStream's rule), so nothing was added meanwhile.
+            state = (batch, 1)
+        }
+        return first
     }
 }

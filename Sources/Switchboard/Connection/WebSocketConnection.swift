@@ -228,7 +228,10 @@ public actor WebSocketConnection: EventLoopTimerTarget {
     /// executor hop per read, not per line.
     public nonisolated func lines() -> AsyncStream<Data> {
         let buffer = LineBatchBuffer()
-        return AsyncStream(unfolding: { [self] in await buffer.next { await self.nextLines() } },
+        return AsyncStream(unfolding: { [self] in
+            if let line = buffer.pop() { return line }
+            return await buffer.refill { await self.nextLines() }
+        },
                            onCancel: { [self] in Task { await self.close(code: .goingAway, reason: "") } })
     }
 
