@@ -61,6 +61,40 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
         listElements(for: name).map(HTTPSyntax.asciiLowercased)
     }
 
+    /// Whether the comma-separated lists (RFC 9110 §5.6.1) of the fields named `name` hold
+    /// `token`, compared ASCII case-insensitively: `tokens(for: name).contains(token)` with
+    /// `token` lowercase, without building the lists (it runs on every handshake).
+    public func containsListToken(_ token: String, in name: String) -> Bool {
+        let wanted = Array(token.utf8)
+        for field in fields where HTTPSyntax.equalsIgnoringASCIICase(field.name, name) {
+            let value = Array(field.value.utf8)
+            var start = 0
+            while start <= value.count {
+                var end = start
+                while end < value.count, value[end] != UInt8(ascii: ",") { end += 1 }
+                var lo = start, hi = end
+                while lo < hi, HTTPSyntax.isOWS(value[lo]) { lo += 1 }
+                while hi > lo, HTTPSyntax.isOWS(value[hi - 1]) { hi -= 1 }
+                if hi - lo == wanted.count,
+                   zip(value[lo..<hi], wanted).allSatisfy({ HTTPSyntax.asciiLowercase($0) == HTTPSyntax.asciiLowercase($1) }) {
+                    return true
+                }
+                start = end + 1
+            }
+        }
+        return false
+    }
+
+    /// The value of the only field named `name`: nil when there is none or more than one.
+    public func onlyValue(for name: String) -> String? {
+        var found: String?
+        for field in fields where HTTPSyntax.equalsIgnoringASCIICase(field.name, name) {
+            if found != nil { return nil }
+            found = field.value
+        }
+        return found
+    }
+
     /// The number of fields (duplicates counted separately).
     public var count: Int { fields.count }
 

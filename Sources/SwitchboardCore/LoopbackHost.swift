@@ -25,16 +25,46 @@ public enum LoopbackHost {
         return isLoopbackName(name)
     }
 
+    /// Compared byte by byte (ASCII case-insensitively), without building strings: it runs on
+    /// every handshake of a loopback-bound server.
     private static func isLoopbackName(_ raw: Substring) -> Bool {
-        var name = raw.lowercased()
-        if name.hasSuffix(".") { name.removeLast() }
-        if name == "localhost" || name.hasSuffix(".localhost") { return true }
-        if name == "::1" || name == "0:0:0:0:0:0:0:1" { return true }
-        if name.hasPrefix("::ffff:") { name.removeFirst("::ffff:".count) }
-        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 4,
-              parts.allSatisfy({ !$0.isEmpty && $0.count <= 3 && $0.allSatisfy { $0.isASCII && $0.isNumber } }),
-              parts.allSatisfy({ (Int($0) ?? 256) <= 255 }) else { return false }
-        return parts[0] == "127"
+        var name = Array(raw.utf8)[...]
+        if name.last == UInt8(ascii: ".") { name.removeLast() }
+        if equalsIgnoringCase(name, "localhost") { return true }
+        if name.count > 10, equalsIgnoringCase(name.suffix(10), ".localhost") { return true }
+        if name.elementsEqual("::1".utf8) || name.elementsEqual("0:0:0:0:0:0:0:1".utf8) { return true }
+        if name.count > 7, equalsIgnoringCase(name.prefix(7), "::ffff:") { name = name.dropFirst(7) }
+        // A dotted quad: four parts of one to three ASCII digits, each at most 255, the first 127.
+        var parts = 0
+        var value = 0
+        var digits = 0
+        var first: ArraySlice<UInt8> = []
+        var partStart = name.startIndex
+        for index in name.indices {
+            let byte = name[index]
+            if byte == UInt8(ascii: ".") {
+                guard digits > 0, value <= 255 else { return false }
+                if parts == 0 { first = name[partStart..<index] }
+                parts += 1
+                value = 0
+                digits = 0
+                partStart = index + 1
+            } else if byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") {
+                digits += 1
+                guard digits <= 3 else { return false }
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+            } else {
+                return false
+            }
+        }
+        guard parts == 3, digits > 0, value <= 255 else { return false }
+        return first.elementsEqual("127".utf8)
+    }
+
+    private static func equalsIgnoringCase(_ bytes: ArraySlice<UInt8>, _ lowercase: StaticString) -> Bool {
+        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
+        return lowercase.withUTF8Buffer { expected in
+            zip(bytes, expected).allSatisfy { (($0 >= 65 && $0 <= 90) ? $0 | 0x20 : $0) == $1 }
+        }
     }
 }

@@ -110,26 +110,31 @@ public struct OriginPolicy: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// `host[:port]` or `[v6][:port]` split; the port, when present, must be 0...65535.
+    /// Byte by byte (`:` and `]` are ASCII, so their UTF-8 indices are character boundaries):
+    /// it runs on every handshake.
     static func split(_ authority: Substring) -> (host: Substring, port: Int?)? {
-        let hostPart: Substring
-        let rest: Substring
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { return nil }
-            hostPart = authority[...close]
-            rest = authority[authority.index(after: close)...]
-        } else if let colon = authority.lastIndex(of: ":") {
-            hostPart = authority[..<colon]
-            rest = authority[colon...]
+        let utf8 = authority.utf8
+        let hostEnd: String.Index
+        if utf8.first == UInt8(ascii: "[") {
+            guard let close = utf8.firstIndex(of: UInt8(ascii: "]")) else { return nil }
+            hostEnd = utf8.index(after: close)
+        } else if let colon = utf8.lastIndex(of: UInt8(ascii: ":")) {
+            hostEnd = colon
         } else {
-            hostPart = authority
-            rest = ""
+            hostEnd = utf8.endIndex
         }
+        let hostPart = authority[authority.startIndex..<hostEnd]
         guard !hostPart.isEmpty else { return nil }
-        if rest.isEmpty { return (hostPart, nil) }
-        guard rest.hasPrefix(":") else { return nil }
-        let digits = rest.dropFirst()
-        guard !digits.isEmpty, digits.count <= 5, digits.allSatisfy({ $0.isASCII && $0.isNumber }),
-              let port = Int(digits), port <= 65535 else { return nil }
+        if hostEnd == utf8.endIndex { return (hostPart, nil) }
+        guard utf8[hostEnd] == UInt8(ascii: ":") else { return nil }
+        let digits = utf8[utf8.index(after: hostEnd)...]
+        guard !digits.isEmpty, digits.count <= 5 else { return nil }
+        var port = 0
+        for byte in digits {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            port = port * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        guard port <= 65535 else { return nil }
         return (hostPart, port)
     }
 

@@ -42,38 +42,41 @@ package struct SHA1: Sendable {
         compress()
         var digest: [UInt8] = []
         digest.reserveCapacity(20)
-        for word in [state.0, state.1, state.2, state.3, state.4] {
+        func append(_ word: UInt32) {
             digest.append(UInt8(truncatingIfNeeded: word >> 24))
             digest.append(UInt8(truncatingIfNeeded: word >> 16))
             digest.append(UInt8(truncatingIfNeeded: word >> 8))
             digest.append(UInt8(truncatingIfNeeded: word))
         }
+        append(state.0); append(state.1); append(state.2); append(state.3); append(state.4)
         return digest
     }
 
     /// Processes the 64 bytes in `block` (RFC 3174 §6.1) and empties it.
     private mutating func compress() {
-        var w = [UInt32](repeating: 0, count: 80)
-        for t in 0..<16 {
-            w[t] = UInt32(block[4 * t]) << 24 | UInt32(block[4 * t + 1]) << 16
-                | UInt32(block[4 * t + 2]) << 8 | UInt32(block[4 * t + 3])
-        }
-        for t in 16..<80 {
-            w[t] = rotateLeft(w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16], 1)
-        }
-        var (a, b, c, d, e) = state
-        for t in 0..<80 {
-            let f: UInt32, k: UInt32
-            switch t {
-            case 0..<20: f = (b & c) | (~b & d); k = 0x5A82_7999
-            case 20..<40: f = b ^ c ^ d; k = 0x6ED9_EBA1
-            case 40..<60: f = (b & c) | (b & d) | (c & d); k = 0x8F1B_BCDC
-            default: f = b ^ c ^ d; k = 0xCA62_C1D6
+        // The message schedule lives on the stack (a handshake computes one hash; no heap array).
+        state = withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 80) { w in
+            for t in 0..<16 {
+                w[t] = UInt32(block[4 * t]) << 24 | UInt32(block[4 * t + 1]) << 16
+                    | UInt32(block[4 * t + 2]) << 8 | UInt32(block[4 * t + 3])
             }
-            let temp = rotateLeft(a, 5) &+ f &+ e &+ w[t] &+ k
-            e = d; d = c; c = rotateLeft(b, 30); b = a; a = temp
+            for t in 16..<80 {
+                w[t] = rotateLeft(w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16], 1)
+            }
+            var (a, b, c, d, e) = state
+            for t in 0..<80 {
+                let f: UInt32, k: UInt32
+                switch t {
+                case 0..<20: f = (b & c) | (~b & d); k = 0x5A82_7999
+                case 20..<40: f = b ^ c ^ d; k = 0x6ED9_EBA1
+                case 40..<60: f = (b & c) | (b & d) | (c & d); k = 0x8F1B_BCDC
+                default: f = b ^ c ^ d; k = 0xCA62_C1D6
+                }
+                let temp = rotateLeft(a, 5) &+ f &+ e &+ w[t] &+ k
+                e = d; d = c; c = rotateLeft(b, 30); b = a; a = temp
+            }
+            return (state.0 &+ a, state.1 &+ b, state.2 &+ c, state.3 &+ d, state.4 &+ e)
         }
-        state = (state.0 &+ a, state.1 &+ b, state.2 &+ c, state.3 &+ d, state.4 &+ e)
         block.removeAll(keepingCapacity: true)
     }
 

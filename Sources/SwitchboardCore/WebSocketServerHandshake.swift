@@ -37,16 +37,13 @@ public enum WebSocketServerHandshake {
         guard let version = head.versionNumbers, version.major > 1 || (version.major == 1 && version.minor >= 1) else {
             throw .badVersion
         }
-        guard headers.tokens(for: "Upgrade").contains("websocket") else { throw .missingUpgrade }
-        guard headers.tokens(for: "Connection").contains("upgrade") else { throw .missingConnectionUpgrade }
-        let hosts = headers.values(for: "Host")
-        guard hosts.count == 1, let host = hosts.first, !HTTPSyntax.trimmingOWS(host).isEmpty else { throw .missingHost }
-        let versions = headers.values(for: "Sec-WebSocket-Version")
-        guard versions.count == 1, let wsVersion = versions.first, HTTPSyntax.trimmingOWS(wsVersion) == "13" else {
+        guard headers.containsListToken("websocket", in: "Upgrade") else { throw .missingUpgrade }
+        guard headers.containsListToken("upgrade", in: "Connection") else { throw .missingConnectionUpgrade }
+        guard let host = headers.onlyValue(for: "Host"), !HTTPSyntax.trimmingOWS(host).isEmpty else { throw .missingHost }
+        guard let wsVersion = headers.onlyValue(for: "Sec-WebSocket-Version"), HTTPSyntax.trimmingOWS(wsVersion) == "13" else {
             throw .unsupportedWebSocketVersion
         }
-        let keys = headers.values(for: "Sec-WebSocket-Key")
-        guard keys.count == 1, let rawKey = keys.first else { throw .badKey }
+        guard let rawKey = headers.onlyValue(for: "Sec-WebSocket-Key") else { throw .badKey }
         let key = HTTPSyntax.trimmingOWS(rawKey)
         guard Base64.decode(key)?.count == 16 else { throw .badKey }
         let subprotocols = headers.listElements(for: "Sec-WebSocket-Protocol")
@@ -57,7 +54,11 @@ public enum WebSocketServerHandshake {
     /// `base64(SHA-1(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))` (RFC 6455 §4.2.2 item 5.4).
     /// `key` is used exactly as given (the base64 text, not its decoding).
     public static func acceptValue(forKey key: String) -> String {
-        Base64.encode(SHA1.hash(Array((key + acceptGUID).utf8)))
+        var input: [UInt8] = []
+        input.reserveCapacity(key.utf8.count + acceptGUID.utf8.count)
+        input += key.utf8
+        input += acceptGUID.utf8
+        return Base64.encode(SHA1.hash(input))
     }
 
     /// The `101 Switching Protocols` response bytes (§4.2.2 item 5): `Upgrade: websocket`,
@@ -86,12 +87,29 @@ public enum WebSocketServerHandshake {
             }
             guard HTTPSyntax.isValidFieldValue(value) else { throw .argument("value of \(name) contains a control character") }
         }
-        var response = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        response += "Sec-WebSocket-Accept: \(acceptValue(forKey: request.key))\r\n"
-        if let subprotocol { response += "Sec-WebSocket-Protocol: \(subprotocol)\r\n" }
-        if let deflate { response += "Sec-WebSocket-Extensions: \(deflate.headerValue)\r\n" }
-        for (name, value) in extraHeaders { response += "\(name): \(value)\r\n" }
-        response += "\r\n"
-        return Array(response.utf8)
+        // Written as bytes into one array (no intermediate strings): it runs on every handshake.
+        var response: [UInt8] = []
+        response.reserveCapacity(160)
+        response += "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ".utf8
+        response += acceptValue(forKey: request.key).utf8
+        response += "\r\n".utf8
+        if let subprotocol {
+            response += "Sec-WebSocket-Protocol: ".utf8
+            response += subprotocol.utf8
+            response += "\r\n".utf8
+        }
+        if let deflate {
+            response += "Sec-WebSocket-Extensions: ".utf8
+            response += deflate.headerValue.utf8
+            response += "\r\n".utf8
+        }
+        for (name, value) in extraHeaders {
+            response += name.utf8
+            response += ": ".utf8
+            response += value.utf8
+            response += "\r\n".utf8
+        }
+        response += "\r\n".utf8
+        return response
     }
 }

@@ -56,4 +56,24 @@ struct HTTPHeadersTests {
         #expect(headers["ä"] == nil)
         #expect(headers["Ä"] == "1")
     }
+
+    /// The handshake's list-token test agrees with `tokens(for:).contains` on every case.
+    @Test func containsListTokenAgreesWithTokens() {
+        let values = ["Upgrade", "keep-alive, Upgrade", " upgrade ", "UPGRADE,", ",,upgrade,,", "upgrades",
+                      "up grade", "keep-alive", "", ",", "\tUpgrade\t, x", "\"upgrade\"", "x,upgrade\""]
+        for value in values {
+            for fields in [[("Connection", value)], [("connection", "x"), ("CONNECTION", value)], [("Other", value)]] {
+                let headers = HTTPHeaders(fields)
+                #expect(headers.containsListToken("upgrade", in: "Connection")
+                        == headers.tokens(for: "Connection").contains("upgrade"), "\(fields)")
+            }
+        }
+    }
+
+    @Test func onlyValueIsNilForNoneOrMany() {
+        #expect(HTTPHeaders([("Host", "a")]).onlyValue(for: "host") == "a")
+        #expect(HTTPHeaders([("Host", "a"), ("HOST", "b")]).onlyValue(for: "Host") == nil)
+        #expect(HTTPHeaders([("X", "a")]).onlyValue(for: "Host") == nil)
+        #expect(HTTPHeaders([("Host", "")]).onlyValue(for: "Host") == "")
+    }
 }

@@ -76,6 +76,19 @@ struct LoopbackHostTests {
         #expect(!LoopbackHost.isLoopback(hostHeader: nil))
     }
 
+    /// The byte-level parser (it runs on every handshake) agrees with the rules at the edges.
+    @Test func dottedQuadsAndNamesAtTheEdges() {
+        for host in ["127.0.0.1.", "127.000.000.001", "[::FFFF:127.0.0.1]", "APP.LOCALHOST", "a.b.localhost.",
+                     "127.255.255.255"] {
+            #expect(LoopbackHost.isLoopback(hostHeader: host), "\(host)")
+        }
+        for host in ["127..0.1", "1270.0.0.1", "0127.0.0.1", "127.0.0.1a", "127.0.0.1.1", ".127.0.0.1",
+                     "127.0.0.", "\u{FF11}27.0.0.1", "[::ffff:evil]", "[::ffff:]", "localhos", "xlocalhost",
+                     ".localhost", "127.0.0.1 "] {
+            #expect(!LoopbackHost.isLoopback(hostHeader: host), "\(host)")
+        }
+    }
+
     @Test func loopbackBindAddresses() {
         for address in ["127.0.0.1", "::1", "[::1]", "localhost", "127.0.0.2"] {
             #expect(LoopbackHost.isLoopback(bindAddress: address), "\(address)")

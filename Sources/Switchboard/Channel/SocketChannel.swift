@@ -78,6 +78,8 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
     let fd: Int32
     /// The loop's registration token (-1 while not registered).
     private var slotIndex: Int32 = -1
+    /// The events epoll has for this socket (what ``interest`` was when last applied).
+    private var registeredInterest: UInt32 = 0
     private var slot: Int { Int(slotIndex) }
     /// TLS only: the session and its ciphertext (see ``TLSChannelState``).
     private var tlsState: TLSChannelState?
@@ -109,6 +111,8 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
     var isReading: Bool { reading && !isClosed }
     private var waitingForWritable = false
     private var flushScheduled = false
+    /// ``interest`` may differ from ``registeredInterest``: applied at the end of the iteration.
+    private var interestChanged = false
     private var closeWhenFlushed = false
     /// TLS: close_notify goes out once the queue is written (``sendCloseNotify()``).
     private var closeNotifyPending = false
@@ -155,7 +159,8 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
     /// Registers with the loop; reading starts at once. With TLS, the handshake starts too and
     /// `tlsReady` is called once it completes (nil) or fails (the error; the channel is closed).
     func activate(tlsReady: ((SwitchboardError?) -> Void)? = nil) throws(SocketError) {
-        slotIndex = Int32(truncatingIfNeeded: try loop.register(fd: fd, events: interest, handler: self))
+        registeredInterest = interest
+        slotIndex = Int32(truncatingIfNeeded: try loop.register(fd: fd, events: registeredInterest, handler: self))
         if let tlsState {
             tlsState.handshakeCompletion = tlsReady
             driveTLSHandshake()
@@ -237,9 +242,31 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
         return e
     }
 
+    /// The events wanted changed (writing blocked or unblocked, the peer's EOF): epoll hears of
+    /// it now.
     private func updateInterest() {
+        interestChanged = true
+        applyInterest()
+    }
+
+    /// Reading stopped or resumed: epoll hears of it at the end of the loop's iteration, before
+    /// it waits again (reads stop at once all the same: the read loop checks ``reading``).
+    /// Changes that cancel out within an iteration cost no system call: a handshake stops
+    /// reading while it decides and resumes when it upgrades, usually in the same turn.
+    private func updateInterestSoon() {
         guard !isClosed, slot >= 0 else { return }
-        loop.modify(fd: fd, slot: slot, events: interest)
+        interestChanged = true
+        flushSoon()
+    }
+
+    private func applyInterest() {
+        guard interestChanged else { return }
+        interestChanged = false
+        guard !isClosed, slot >= 0 else { return }
+        let wanted = interest
+        guard wanted != registeredInterest else { return }
+        registeredInterest = wanted
+        loop.modify(fd: fd, slot: slot, events: wanted)
     }
 
     /// Bytes queued but not yet accepted by the kernel.
@@ -255,7 +282,7 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
     func setReading(_ on: Bool) {
         guard on == inboundPaused else { return }
         inboundPaused = !on
-        updateInterest()
+        updateInterestSoon()
         if on { deliverBufferedTLSInputSoon() }
     }
 
@@ -354,7 +381,7 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
         }
         guard pause != outboundPaused else { return }
         outboundPaused = pause
-        updateInterest()
+        updateInterestSoon()
         if pause {
             delegate?.channelPausedReadingForOutbound()
         } else {
@@ -372,6 +399,7 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
     func flushAtEndOfIteration() {
         flushScheduled = false
         flushNow()
+        applyInterest()
     }
 
     /// Writes as much as the kernel takes now; arms `EPOLLOUT` for the rest.

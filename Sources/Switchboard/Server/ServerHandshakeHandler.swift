@@ -98,9 +98,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
     }
 
     /// A loopback-bound server answers only to loopback `Host` names (DNS rebinding).
-    private var refusesNonLoopbackHosts: Bool {
-        server.configuration.refusesNonLoopbackHosts && LoopbackHost.isLoopback(bindAddress: server.configuration.host)
-    }
+    private var refusesNonLoopbackHosts: Bool { server.refusesNonLoopbackHosts }
 
     func channelRead(_ bytes: UnsafeRawBufferPointer) {
         guard !done else { return }

@@ -33,6 +33,9 @@ import ServiceLifecycle
 public final class WebSocketServer: Sendable {
     /// What the server was created with.
     public let configuration: WebSocketServerConfiguration
+    /// A loopback-bound server answers only to loopback `Host` names (DNS rebinding): decided
+    /// once, from the configuration, not on every handshake.
+    let refusesNonLoopbackHosts: Bool
     /// What the server and its connections log through (`connection` ids in metadata).
     public let logger: Logger
     let counters: ConnectionCounters
@@ -90,6 +93,8 @@ public final class WebSocketServer: Sendable {
                 logger: Logger = Logger(label: "switchboard.server"),
                 metricsFactory: any MetricsFactory = MetricsSystem.factory) {
         self.configuration = configuration
+        self.refusesNonLoopbackHosts = configuration.refusesNonLoopbackHosts
+            && LoopbackHost.isLoopback(bindAddress: configuration.host)
         self.logger = logger
         self.sharedGroup = group
         // No instruments at all while metrics go nowhere (the global factory before a backend is
@@ -110,6 +115,8 @@ public final class WebSocketServer: Sendable {
     public init(configuration: WebSocketServerConfiguration = .init(), group: EventLoopGroup? = nil,
                 logger: Logger = Logger(label: "switchboard.server")) {
         self.configuration = configuration
+        self.refusesNonLoopbackHosts = configuration.refusesNonLoopbackHosts
+            && LoopbackHost.isLoopback(bindAddress: configuration.host)
         self.logger = logger
         self.sharedGroup = group
         self.counters = ConnectionCounters(logger: logger)

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Instructions per message and per connection cycle, counted by valgrind's callgrind: a
-# regression guard that a noisy machine cannot fool (instruction counts do not depend on the
-# load of the machine or on the CPU's frequency, unlike rates).
+# Instructions per message and per connection cycle: a regression guard that a noisy machine
+# cannot fool (instruction counts do not depend on the machine's load or the CPU's frequency,
+# unlike rates). Counted by the CPU's own counter (`perf stat -e instructions:u,instructions:k`,
+# Debian's linux-perf), user space (the guard) and kernel (system calls, for information).
 #
-# Paths measured (release builds; each program runs under `valgrind --tool=callgrind`, its
-# driver natively):
+# Why not valgrind's callgrind: Debian bookworm's valgrind 3.19 dies on every program that
+# starts Swift's concurrency runtime ("VALGRIND INTERNAL ERROR: Valgrind received a signal 11",
+# even with --tool=none; a plain `print("hi")` runs), so it cannot run echo-server or
+# client-bench here. The hardware counter measures the same thing, natively.
+#
+# Paths measured (release builds; the measured program runs under `perf stat`, its driver
+# beside it):
 #   echo-callbacks   echo-server --api callbacks: instructions per echoed message (loadgen --mode
 #                    echo, 16-byte text messages, 100 connections, one message in flight each)
 #   echo-tasks       the same with --api tasks
@@ -12,28 +18,31 @@
 #                    churn: connect, upgrade, one 16-byte echo, close handshake; 50 at a time)
 #   churn-tasks      the same with --api tasks
 #   reply-loop       client-bench --mode reply (60-byte lines, 64 in flight, each answered from
-#                    the receiving loop) against uws-echo when found (else echo-server natively):
+#                    the receiving loop) against uws-echo when found (else echo-server):
 #                    instructions of the client per line
 #
 # Each path runs twice, for DURATION_A and DURATION_B seconds; the figure is the slope
 #   (instructions_B − instructions_A) / (units_B − units_A),
 # so start-up, connection set-up and shutdown cancel out. The driver counts the units (messages,
-# cycles, lines) in its measured window, which here is the whole run (--warmup 0).
+# cycles, lines) in its measured window, which here is the whole run (--warmup 0). Servers on
+# CPU 0, drivers on CPU 1, as in run.sh.
 #
-# Usage: Benchmarks/callgrind.sh [path ...]   (default: all)
+# Usage: Benchmarks/instructions.sh [path ...]   (default: all)
 # Settings (environment): SWITCHBOARD_BIN=<folder with a release echo-server> (default: this
-# checkout's .build/release, built here), DURATION_A=2 DURATION_B=6, UWS_DIR (default
-# ../shared/peers beside this repository), OUT=<folder for callgrind's files> (default a
-# temporary one). Prints a Markdown table; the figures are in docs/performance.md.
+# checkout's .build/release, built here), CLIENT_BIN=<folder with a release client-bench>
+# (default: this package's, built here), DURATION_A=2 DURATION_B=6, UWS_DIR (default
+# ../shared/peers beside this repository), OUT=<folder for perf's files> (default a temporary
+# one). Prints a Markdown table; the figures are in docs/performance.md.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
-say() { echo "callgrind.sh: $*" >&2; }
+say() { echo "instructions.sh: $*" >&2; }
 
-command -v valgrind >/dev/null 2>&1 || { say "valgrind is missing (apt-get install valgrind)"; exit 1; }
+command -v perf >/dev/null 2>&1 || { say "perf is missing (apt-get install linux-perf)"; exit 1; }
+perf stat -e instructions:u true >/dev/null 2>&1 || { say "perf cannot count instructions here (no PMU, or perf_event_paranoid)"; exit 1; }
 DURATION_A=${DURATION_A:-2}
 DURATION_B=${DURATION_B:-6}
-OUT=${OUT:-$(mktemp -d /tmp/switchboard-callgrind.XXXXXX)}
+OUT=${OUT:-$(mktemp -d /tmp/switchboard-instructions.XXXXXX)}
 mkdir -p "$OUT"
 paths=("$@")
 [ ${#paths[@]} -gt 0 ] || paths=(echo-callbacks echo-tasks churn-callbacks churn-tasks reply-loop)
@@ -47,8 +56,13 @@ else
 fi
 say "building loadgen and client-bench (release)"
 swift build -c release --package-path "$here" --product loadgen 2>&1 | tail -1
-swift build -c release --package-path "$here" --product client-bench 2>&1 | tail -1
 bin="$here/.build/release"
+if [ -n "${CLIENT_BIN:-}" ]; then
+    clientbin="$(cd "$CLIENT_BIN" && pwd)"
+else
+    swift build -c release --package-path "$here" --product client-bench 2>&1 | tail -1
+    clientbin="$bin"
+fi
 uwsdir="${UWS_DIR:-$root/../shared/peers}"
 
 pid=""
@@ -56,14 +70,15 @@ port=""
 cleanup() { [ -z "$pid" ] || kill -KILL "$pid" 2>/dev/null || true; }
 trap cleanup EXIT
 
-# Starts echo-server (api) under callgrind, or natively when $3 is "native"; sets pid and port.
+# Starts echo-server (api) under perf stat (counts to out-file), or without it when $3 is
+# "native"; sets pid (perf's, or the server's) and port.
 start_echo_server() {  # api out-file [native]
     local log="$OUT/server.log"
     : > "$log"
     if [ "${3:-}" = native ]; then
-        "$sbbin/echo-server" --port 0 --loops 1 --api "$1" > "$log" 2>&1 &
+        taskset -c 0 "$sbbin/echo-server" --port 0 --loops 1 --api "$1" > "$log" 2>&1 &
     else
-        valgrind --tool=callgrind --callgrind-out-file="$2" \
+        taskset -c 0 perf stat -x, -e instructions:u,instructions:k -o "$2" \
             "$sbbin/echo-server" --port 0 --loops 1 --api "$1" > "$log" 2>&1 &
     fi
     pid=$!
@@ -77,18 +92,21 @@ start_echo_server() {  # api out-file [native]
     say "echo-server did not start:"; cat "$log" >&2; exit 1
 }
 
-# Stops the server with SIGTERM (so callgrind writes its file) and waits for it.
+# Stops the server: SIGTERM to echo-server itself (perf stat then writes its counts and exits).
 stop_server() {
-    kill -TERM "$pid" 2>/dev/null || true
+    pkill -TERM -P "$pid" echo-server 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
     pid=""
 }
 
-# The total instruction count in a callgrind output file.
+# "user kernel" instruction counts from a perf stat -x, file.
 instructions() {
-    sed -n 's/^totals: *\([0-9]*\).*/\1/p; s/^summary: *\([0-9]*\).*/\1/p' "$1" | head -1
+    local u k
+    u=$(awk -F, '$3 ~ /^instructions:u/ {print $1}' "$1")
+    k=$(awk -F, '$3 ~ /^instructions:k/ {print $1}' "$1")
+    echo "${u:-0} ${k:-0}"
 }
 
 field() {  # output name
@@ -96,14 +114,14 @@ field() {  # output name
 }
 
 # One run of a server path: instructions and units.
-run_server_path() {  # api mode duration → "instructions units"
+run_server_path() {  # api mode duration → "user kernel units"
     local api=$1 mode=$2 duration=$3 file="$OUT/$1-$2-$3.out" out args units
     start_echo_server "$api" "$file"
     case "$mode" in
         echo) args=(--mode echo --conns 100 --size 16 --window 1) ;;
         churn) args=(--mode churn --conns 50 --size 16) ;;
     esac
-    out=$("$bin/loadgen" --port "$port" "${args[@]}" --duration "$duration" --warmup 0 2>&1) || true
+    out=$(taskset -c 1 "$bin/loadgen" --port "$port" "${args[@]}" --duration "$duration" --warmup 0 2>&1) || true
     stop_server
     case "$mode" in
         echo) units=$(field "$out" msgs) ;;
@@ -113,19 +131,19 @@ run_server_path() {  # api mode duration → "instructions units"
     echo "$(instructions "$file") $units"
 }
 
-run_reply_path() {  # duration → "instructions units"
+run_reply_path() {  # duration → "user kernel units"
     local duration=$1 file="$OUT/reply-$1.out" out units echo_pid echo_port
     if [ -x "$uwsdir/uws-echo" ]; then
         echo_port=19950
-        PORT=$echo_port "$uwsdir/uws-echo" > "$OUT/uws.log" 2>&1 &
+        PORT=$echo_port taskset -c 0 "$uwsdir/uws-echo" > "$OUT/uws.log" 2>&1 &
         echo_pid=$!
         for _ in $(seq 1 100); do grep -q listening "$OUT/uws.log" && break; sleep 0.05; done
     else
         start_echo_server callbacks "" native
         echo_pid=$pid echo_port=$port pid=""
     fi
-    out=$(valgrind --tool=callgrind --callgrind-out-file="$file" "$bin/client-bench" --mode reply \
-        --port "$echo_port" --size 60 --window 64 --duration "$duration" --warmup 0 2>&1) || true
+    out=$(taskset -c 1 perf stat -x, -e instructions:u,instructions:k -o "$file" "$clientbin/client-bench" \
+        --mode reply --port "$echo_port" --size 60 --window 64 --duration "$duration" --warmup 0 2>&1) || true
     kill -TERM "$echo_pid" 2>/dev/null || true
     wait "$echo_pid" 2>/dev/null || true
     units=$(field "$out" lines)
@@ -133,8 +151,8 @@ run_reply_path() {  # duration → "instructions units"
     echo "$(instructions "$file") $units"
 }
 
-echo "| path | unit | instructions per unit | runs (instructions / units) |"
-echo "|---|---|---:|---|"
+echo "| path | unit | user instructions per unit | kernel instructions per unit | units (runs A, B) |"
+echo "|---|---|---:|---:|---|"
 for p in "${paths[@]}"; do
     case "$p" in
         echo-callbacks) unit=message; a=$(run_server_path callbacks echo "$DURATION_A"); b=$(run_server_path callbacks echo "$DURATION_B") ;;
@@ -144,10 +162,9 @@ for p in "${paths[@]}"; do
         reply-loop) unit=line; a=$(run_reply_path "$DURATION_A"); b=$(run_reply_path "$DURATION_B") ;;
         *) say "unknown path $p"; exit 2 ;;
     esac
-    read -r ia ua <<< "$a"
-    read -r ib ub <<< "$b"
-    if [ "$ub" -le "$ua" ]; then say "$p: the longer run counted no more units ($ua, $ub)"; exit 1; fi
-    per=$(( (ib - ia) / (ub - ua) ))
-    echo "| $p | $unit | $per | $ia / $ua; $ib / $ub |"
+    read -r ua ka na <<< "$a"
+    read -r ub kb nb <<< "$b"
+    if [ "$nb" -le "$na" ]; then say "$p: the longer run counted no more units ($na, $nb)"; exit 1; fi
+    echo "| $p | $unit | $(( (ub - ua) / (nb - na) )) | $(( (kb - ka) / (nb - na) )) | $na, $nb |"
 done
-say "callgrind files in $OUT"
+say "perf's files in $OUT"
