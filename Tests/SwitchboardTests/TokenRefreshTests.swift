@@ -81,12 +81,14 @@ struct TokenRefreshTests {
     /// fails once at refresh time is asked again (logged, without the token) before expiry.
     @Test func aClientStaysConnectedAcrossThreeExpiriesByRefreshingInBand() async throws {
         let server = try await ExpiringTokenServer()
-        // Each token is declared to the client as expiring halfway through its real lifetime:
-        // the refresh comes at 40% of it, leaving 60% (not 20%) for a refresh, and the provider's
-        // one failure, to get through on a loaded machine (the whole suite runs in parallel; a
-        // fresh-clone run saw a 0.3 s margin missed). The server closes at the real expiry.
-        let lifetime = TestEnvironment.lifetime(.seconds(3), tsan: .seconds(15))
-        let provider = Provider(server, [.token(lifetime), .fail, .token(lifetime)], declared: 0.5)
+        // Each token is declared to the client as expiring after a quarter of its real lifetime:
+        // the refresh comes at 20% of it, leaving 80% (4.8 s plain) for a refresh, and the
+        // provider's one failure, to get through on a loaded machine. The whole suite runs in
+        // parallel on two cores and some tests block a thread of the cooperative pool (child
+        // processes): fresh-clone runs saw a 0.3 s margin missed, then (run H) a 1.8 s one. The
+        // server closes at the real expiry.
+        let lifetime = TestEnvironment.lifetime(.seconds(6), tsan: .seconds(15))
+        let provider = Provider(server, [.token(lifetime), .fail, .token(lifetime)], declared: 0.25)
         let log = TestLock<[String]>([])
         let adapter = SocketAdapter(reconnect: Self.quickRetry, logger: capturingLogger(log),
                                     tokenProvider: provider.next, refreshCommand: { "refresh \($0.value)" })
