@@ -93,6 +93,17 @@ package final class RedisSentinelGroup: Sendable {
         return promoted
     }
 
+    /// Stops every sentinel (`SIGSTOP`) for `duration`, then lets them go on: what a starved
+    /// machine does to them. Longer than 2 s puts them in TILT mode, where for 30 s they
+    /// answer queries but change nothing (they neither fail over nor reconfigure a returning
+    /// master as a replica).
+    package func stallSentinels(for duration: Duration) async throws {
+        let pids = sentinels.compactMap(\.pid)
+        for pid in pids { kill(pid, SIGSTOP) }
+        try? await Task.sleep(for: duration)
+        for pid in pids { kill(pid, SIGCONT) }
+    }
+
     /// Pairs of lines (`name`, `value`, …) as redis-cli prints a flat array.
     package static func fields(_ text: String) -> [String: String] {
         let lines = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
