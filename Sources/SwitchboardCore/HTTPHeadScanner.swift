@@ -84,16 +84,27 @@ struct HTTPHeadScanner<Kind: HTTPHeadKind>: Sendable {
 
     /// `field-line = field-name ":" OWS field-value OWS` (RFC 9112 §5).
     private static func parseField(_ content: ArraySlice<UInt8>) throws(HTTPParseError) -> (name: String, value: String) {
-        guard let first = content.first else { throw .malformedHeaderLine }
-        if HTTPSyntax.isOWS(first) { throw .obsoleteLineFolding }
-        guard let colon = content.firstIndex(of: UInt8(ascii: ":")) else { throw .malformedHeaderLine }
-        let name = content[..<colon]
-        guard HTTPSyntax.isToken(name) else { throw .invalidHeaderName }
-        var value = content[(colon + 1)...]
-        while let byte = value.first, HTTPSyntax.isOWS(byte) { value = value.dropFirst() }
-        while let byte = value.last, HTTPSyntax.isOWS(byte) { value = value.dropLast() }
-        guard value.allSatisfy(HTTPSyntax.isFieldValueByte) else { throw .invalidHeaderValue }
-        return (String(decoding: name, as: UTF8.self), HTTPSyntax.decodeText(value))
+        // Over the line's contiguous bytes: no iterator or slice bookkeeping per byte.
+        let result = content.withUnsafeBufferPointer { bytes -> Result<(name: String, value: String), HTTPParseError> in
+            guard let first = bytes.first else { return .failure(.malformedHeaderLine) }
+            if HTTPSyntax.isOWS(first) { return .failure(.obsoleteLineFolding) }
+            guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { return .failure(.malformedHeaderLine) }
+            let name = UnsafeBufferPointer(rebasing: bytes[..<colon])
+            guard HTTPSyntax.isToken(name) else { return .failure(.invalidHeaderName) }
+            var start = colon + 1, end = bytes.count
+            while start < end, HTTPSyntax.isOWS(bytes[start]) { start += 1 }
+            while end > start, HTTPSyntax.isOWS(bytes[end - 1]) { end -= 1 }
+            let value = UnsafeBufferPointer(rebasing: bytes[start..<end])
+            var ascii = true
+            for byte in value {
+                guard HTTPSyntax.isFieldValueByte(byte) else { return .failure(.invalidHeaderValue) }
+                if byte >= 0x80 { ascii = false }
+            }
+            // ASCII is valid UTF-8 as it is; anything else goes through decodeText's rules.
+            let text = ascii ? String(decoding: value, as: UTF8.self) : HTTPSyntax.decodeText(value)
+            return .success((String(decoding: name, as: UTF8.self), text))
+        }
+        return try result.get()
     }
 
     private mutating func reset() {

@@ -29,6 +29,20 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
         fields.removeAll { HTTPSyntax.equalsIgnoringASCIICase($0.name, name) }
     }
 
+    /// These headers without the fields named any of `names` (case-insensitive), in storage
+    /// of exactly the size needed (for headers kept for a connection's lifetime).
+    package func removingFields(named names: [String]) -> HTTPHeaders {
+        func dropped(_ field: Element) -> Bool {
+            names.contains { HTTPSyntax.equalsIgnoringASCIICase(field.name, $0) }
+        }
+        var keptCount = 0
+        for field in fields where !dropped(field) { keptCount += 1 }
+        var result = HTTPHeaders()
+        result.fields.reserveCapacity(keptCount)
+        for field in fields where !dropped(field) { result.fields.append(field) }
+        return result
+    }
+
     /// Replaces every field named `name` with a single field holding `value`.
     public mutating func replaceOrAdd(name: String, value: String) {
         remove(name: name)

@@ -48,6 +48,8 @@ package enum HTTPSyntax {
     /// `string` without leading and trailing SP/HTAB.
     package static func trimmingOWS(_ string: String) -> String {
         let utf8 = string.utf8
+        // Usually nothing to trim (the head parser trims field values): the same string, no copy.
+        if let first = utf8.first, let last = utf8.last, !isOWS(first), !isOWS(last) { return string }
         guard let first = utf8.firstIndex(where: { !isOWS($0) }),
               let last = utf8.lastIndex(where: { !isOWS($0) })
         else { return "" }

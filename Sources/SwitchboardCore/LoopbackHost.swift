@@ -9,7 +9,7 @@ public enum LoopbackHost {
     public static func isLoopback(bindAddress: String) -> Bool {
         var address = Substring(bindAddress)
         if address.hasPrefix("["), address.hasSuffix("]") { address = address.dropFirst().dropLast() }
-        return isLoopbackName(address)
+        return address.withUTF8 { isLoopbackName($0[...]) }
     }
 
     /// Whether a `Host` header (`name[:port]` or `[v6][:port]`) names this machine's loopback:
@@ -18,17 +18,22 @@ public enum LoopbackHost {
     public static func isLoopback(hostHeader: String?) -> Bool {
         guard let hostHeader, let (host, _) = OriginPolicy.split(Substring(hostHeader)) else { return false }
         var name = host
-        if name.hasPrefix("[") {
-            guard name.hasSuffix("]") else { return false }
-            name = name.dropFirst().dropLast()
+        return name.withUTF8 { bytes in
+            var name = bytes[...]
+            if name.first == UInt8(ascii: "[") {
+                guard name.count >= 2, name.last == UInt8(ascii: "]") else { return false }
+                name = name.dropFirst().dropLast()
+            }
+            return isLoopbackName(name)
         }
-        return isLoopbackName(name)
     }
+
+    private typealias Bytes = Slice<UnsafeBufferPointer<UInt8>>
 
     /// Compared byte by byte (ASCII case-insensitively), without building strings: it runs on
     /// every handshake of a loopback-bound server.
-    private static func isLoopbackName(_ raw: Substring) -> Bool {
-        var name = Array(raw.utf8)[...]
+    private static func isLoopbackName(_ raw: Bytes) -> Bool {
+        var name = raw
         if name.last == UInt8(ascii: ".") { name.removeLast() }
         if equalsIgnoringCase(name, "localhost") { return true }
         if name.count > 10, equalsIgnoringCase(name.suffix(10), ".localhost") { return true }
@@ -38,7 +43,7 @@ public enum LoopbackHost {
         var parts = 0
         var value = 0
         var digits = 0
-        var first: ArraySlice<UInt8> = []
+        var first: Bytes = name[name.startIndex..<name.startIndex]
         var partStart = name.startIndex
         for index in name.indices {
             let byte = name[index]
@@ -61,10 +66,10 @@ public enum LoopbackHost {
         return first.elementsEqual("127".utf8)
     }
 
-    private static func equalsIgnoringCase(_ bytes: ArraySlice<UInt8>, _ lowercase: StaticString) -> Bool {
+    private static func equalsIgnoringCase(_ bytes: Bytes, _ lowercase: StaticString) -> Bool {
         guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
         return lowercase.withUTF8Buffer { expected in
-            zip(bytes, expected).allSatisfy { (($0 >= 65 && $0 <= 90) ? $0 | 0x20 : $0) == $1 }
+            zip(bytes, expected).allSatisfy { HTTPSyntax.asciiLowercase($0) == $1 }
         }
     }
 }

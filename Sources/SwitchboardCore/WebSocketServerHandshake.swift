@@ -54,11 +54,14 @@ public enum WebSocketServerHandshake {
     /// `base64(SHA-1(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))` (RFC 6455 §4.2.2 item 5.4).
     /// `key` is used exactly as given (the base64 text, not its decoding).
     public static func acceptValue(forKey key: String) -> String {
-        var input: [UInt8] = []
-        input.reserveCapacity(key.utf8.count + acceptGUID.utf8.count)
-        input += key.utf8
-        input += acceptGUID.utf8
-        return Base64.encode(SHA1.hash(input))
+        // The key and the GUID side by side on the stack (no array per handshake).
+        let keyBytes = key.utf8, guid = acceptGUID.utf8
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: keyBytes.count + guid.count) { input in
+            var end = input.initialize(fromContentsOf: keyBytes)
+            end = input[end...].initialize(fromContentsOf: guid)
+            defer { input.deinitialize() }  // trivial bytes: a no-op that keeps the buffer's contract
+            return Base64.encode(SHA1.hash(UnsafeBufferPointer(input)))
+        }
     }
 
     /// The `101 Switching Protocols` response bytes (§4.2.2 item 5): `Upgrade: websocket`,

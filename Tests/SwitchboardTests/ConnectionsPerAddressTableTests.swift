@@ -27,6 +27,21 @@ struct ConnectionsPerAddressTableTests {
         return SocketAddress(storage: storage, length: socklen_t(MemoryLayout<sockaddr_in>.size))
     }
 
+    /// The peer's text (`request.remoteAddress`, logs): IPv4 formatted by hand, as `inet_ntop`
+    /// would, for every octet value in every position; IPv6 by `inet_ntop`.
+    @Test func hostTextIsInetNtopsText() {
+        for octet in 0...255 {
+            for text in ["\(octet).0.0.0", "1.\(octet).2.3", "255.255.\(octet).9", "10.0.100.\(octet)"] {
+                #expect(Self.address(text, port: 80).host == text)
+            }
+        }
+        #expect(Self.address("127.0.0.1", port: 8080).description == "127.0.0.1:8080")
+        #expect(Self.address("::1", port: 443).host == "::1")
+        #expect(Self.address("2001:db8::ff00:42:8329", port: 443).description == "[2001:db8::ff00:42:8329]:443")
+        #expect(Self.address("::ffff:10.0.0.1", port: 1).host == "::ffff:10.0.0.1")
+        #expect(SocketAddress(storage: sockaddr_storage(), length: 0).host == "?")
+    }
+
     @Test func addressesCountWithoutTheirPortAndIPv6ByTheFullAddress() throws {
         let a = try #require(Self.address("10.0.0.1", port: 1000).peerKey)
         #expect(Self.address("10.0.0.1", port: 2000).peerKey == a)

@@ -75,7 +75,7 @@ import Testing
         server.route("/silent") { c in
             try? await c.send(text: "first\n")
             while (try? await c.receive()) != nil {}
-            codeSink.yield(await c.closeStatus?.code)
+            codeSink.yield(c.closeStatus?.code)
         }
         let port = try await server.start()
         let socket = SocketAdapter()

@@ -358,10 +358,8 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
     /// The request as the connection keeps it: without the fields only the handshake needed
     /// (their values are in the request's own properties), in storage of exactly its size.
     static func retained(_ request: WebSocketUpgradeRequest) -> WebSocketUpgradeRequest {
-        var headers = request.head.headers
-        for name in handshakeOnlyFields { headers.remove(name: name) }
         var kept = request
-        kept.head.headers = HTTPHeaders(headers.map { ($0.name, $0.value) })  // exact-size storage
+        kept.head.headers = request.head.headers.removingFields(named: handshakeOnlyFields)  // exact-size storage
         return kept
     }
 

@@ -29,24 +29,34 @@ package struct SocketAddress: Sendable, CustomStringConvertible {
         }
     }
 
-    /// Numeric host text, e.g. `127.0.0.1` or `::1`.
+    /// Numeric host text, e.g. `127.0.0.1` or `::1`. IPv4 is formatted here (it is asked for
+    /// on every accepted connection; at most 15 bytes, a string that needs no allocation),
+    /// IPv6 by `inet_ntop`.
     package var host: String {
-        var s = storage
-        var buf = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
-        let ok: Bool = withUnsafePointer(to: &s) { p in
-            p.withMemoryRebound(to: UInt8.self, capacity: MemoryLayout<sockaddr_storage>.size) { bytes in
-                switch Int32(storage.ss_family) {
-                case AF_INET:
-                    return inet_ntop(AF_INET, bytes + 4, &buf, socklen_t(buf.count)) != nil
-                case AF_INET6:
-                    return inet_ntop(AF_INET6, bytes + 8, &buf, socklen_t(buf.count)) != nil
-                default:
-                    return false
+        withUnsafeBytes(of: storage) { raw -> String in
+            switch Int32(storage.ss_family) {
+            case AF_INET:
+                return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 16) { text in
+                    var count = 0
+                    for i in 0..<4 {
+                        if i > 0 { text[count] = UInt8(ascii: "."); count += 1 }
+                        let octet = raw[4 + i]
+                        if octet >= 100 { text[count] = UInt8(ascii: "0") + octet / 100; count += 1 }
+                        if octet >= 10 { text[count] = UInt8(ascii: "0") + octet / 10 % 10; count += 1 }
+                        text[count] = UInt8(ascii: "0") + octet % 10; count += 1
+                    }
+                    return String(decoding: UnsafeBufferPointer(rebasing: text[0..<count]), as: UTF8.self)
                 }
+            case AF_INET6:
+                return withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(INET6_ADDRSTRLEN) + 1) { text in
+                    guard let base = text.baseAddress, let source = raw.baseAddress,
+                          inet_ntop(AF_INET6, source + 8, base, socklen_t(text.count)) != nil else { return "?" }
+                    return String(cString: base)
+                }
+            default:
+                return "?"
             }
         }
-        guard ok else { return "?" }
-        return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     package var description: String {
