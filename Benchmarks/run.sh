@@ -212,7 +212,11 @@ basebin=""
 if [ -n "${BASE_BIN:-}" ]; then
     basebin="$(cd "$BASE_BIN" && pwd)"
     say "baseline echo-server: $basebin"
-    SERVERS=${SERVERS/switchboard-tasks/switchboard-tasks base base-tasks}
+    # Added after switchboard-tasks unless SERVERS names them already.
+    case " $SERVERS " in
+        *" base "*|*" base-tasks "*) ;;
+        *) SERVERS=${SERVERS/switchboard-tasks/switchboard-tasks base base-tasks} ;;
+    esac
 fi
 say "building the load generator, peers and micro benchmarks (release)"
 swift build -c release 2>&1 | tail -1

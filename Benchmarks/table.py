@@ -57,6 +57,8 @@ def fmt(x):
         return f"{x:,.0f}"
     if x >= 10:
         return f"{x:.1f}"
+    if 0 < x < 1:
+        return f"{x:.3g}"  # three significant digits: churn's CPU-seconds (0.0599) stay readable
     return f"{x:.2f}"
 
 
