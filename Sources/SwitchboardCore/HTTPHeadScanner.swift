@@ -102,9 +102,20 @@ struct HTTPHeadScanner<Kind: HTTPHeadKind>: Sendable {
             }
             // ASCII is valid UTF-8 as it is; anything else goes through decodeText's rules.
             let text = ascii ? String(decoding: value, as: UTF8.self) : HTTPSyntax.decodeText(value)
-            return .success((String(decoding: name, as: UTF8.self), text))
+            return .success((fieldName(name), text))
         }
         return try result.get()
+    }
+
+    /// The name as a `String`: one of `longKnownFieldNames` (a literal: no allocation) when it is
+    /// spelled exactly so, else a new string (names of up to 15 bytes need no allocation anyway).
+    private static func fieldName(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        if bytes.count > 15 {
+            for known in longKnownFieldNames where known.utf8.count == bytes.count && known.utf8.elementsEqual(bytes) {
+                return known
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     private mutating func reset() {
@@ -114,3 +125,8 @@ struct HTTPHeadScanner<Kind: HTTPHeadKind>: Sendable {
         headers = HTTPHeaders()
     }
 }
+
+/// WebSocket field names too long for a small (inline) string, spelled as RFC 6455 does: the
+/// head scanner hands these literals out instead of allocating a string per handshake.
+private let longKnownFieldNames = ["Sec-WebSocket-Key", "Sec-WebSocket-Version", "Sec-WebSocket-Extensions",
+                                   "Sec-WebSocket-Protocol", "Sec-WebSocket-Accept"]

@@ -16,10 +16,10 @@ public enum LoopbackHost {
     /// `localhost` and names under `.localhost` (RFC 6761), `127.0.0.0/8`, `::1` and
     /// `::ffff:127.x.y.z`. A missing or malformed `Host` is not.
     public static func isLoopback(hostHeader: String?) -> Bool {
-        guard let hostHeader, let (host, _) = OriginPolicy.split(Substring(hostHeader)) else { return false }
-        var name = host
-        return name.withUTF8 { bytes in
-            var name = bytes[...]
+        guard var header = hostHeader else { return false }
+        return header.withUTF8 { bytes in
+            guard let (host, _) = OriginPolicy.split(bytes: bytes) else { return false }
+            var name = bytes[host]
             if name.first == UInt8(ascii: "[") {
                 guard name.count >= 2, name.last == UInt8(ascii: "]") else { return false }
                 name = name.dropFirst().dropLast()
@@ -30,30 +30,30 @@ public enum LoopbackHost {
 
     private typealias Bytes = Slice<UnsafeBufferPointer<UInt8>>
 
-    /// Compared byte by byte (ASCII case-insensitively), without building strings: it runs on
-    /// every handshake of a loopback-bound server.
+    /// Compared byte by byte (ASCII case-insensitively) over plain indices, without building
+    /// strings or generic sequence code: it runs on every handshake of a loopback-bound server.
     private static func isLoopbackName(_ raw: Bytes) -> Bool {
-        var name = raw
-        if name.last == UInt8(ascii: ".") { name.removeLast() }
-        if equalsIgnoringCase(name, "localhost") { return true }
-        if name.count > 10, equalsIgnoringCase(name.suffix(10), ".localhost") { return true }
-        if name.elementsEqual("::1".utf8) || name.elementsEqual("0:0:0:0:0:0:0:1".utf8) { return true }
-        if name.count > 7, equalsIgnoringCase(name.prefix(7), "::ffff:") { name = name.dropFirst(7) }
-        // A dotted quad: four parts of one to three ASCII digits, each at most 255, the first 127.
+        let bytes = UnsafeBufferPointer(rebasing: raw)
+        var start = 0, end = bytes.count
+        if end > 0, bytes[end - 1] == UInt8(ascii: ".") { end -= 1 }
+        if matches(bytes, start, end, "localhost") { return true }
+        if end - start > 10, matches(bytes, end - 10, end, ".localhost") { return true }
+        if matches(bytes, start, end, "::1") || matches(bytes, start, end, "0:0:0:0:0:0:0:1") { return true }
+        if end - start > 7, matches(bytes, start, start + 7, "::ffff:") { start += 7 }
+        // A dotted quad: four parts of one to three ASCII digits, each at most 255, the first
+        // exactly `127`.
         var parts = 0
         var value = 0
         var digits = 0
-        var first: Bytes = name[name.startIndex..<name.startIndex]
-        var partStart = name.startIndex
-        for index in name.indices {
-            let byte = name[index]
+        var index = start
+        while index < end {
+            let byte = bytes[index]
             if byte == UInt8(ascii: ".") {
                 guard digits > 0, value <= 255 else { return false }
-                if parts == 0 { first = name[partStart..<index] }
+                if parts == 0, !(digits == 3 && value == 127) { return false }
                 parts += 1
                 value = 0
                 digits = 0
-                partStart = index + 1
             } else if byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") {
                 digits += 1
                 guard digits <= 3 else { return false }
@@ -61,15 +61,19 @@ public enum LoopbackHost {
             } else {
                 return false
             }
+            index += 1
         }
-        guard parts == 3, digits > 0, value <= 255 else { return false }
-        return first.elementsEqual("127".utf8)
+        return parts == 3 && digits > 0 && value <= 255
     }
 
-    private static func equalsIgnoringCase(_ bytes: Bytes, _ lowercase: StaticString) -> Bool {
-        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
-        return lowercase.withUTF8Buffer { expected in
-            zip(bytes, expected).allSatisfy { HTTPSyntax.asciiLowercase($0) == $1 }
+    /// Whether `bytes[start..<end]` is `lowercase`, ignoring ASCII case.
+    private static func matches(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int,
+                                _ lowercase: StaticString) -> Bool {
+        guard end - start == lowercase.utf8CodeUnitCount else { return false }
+        let expected = lowercase.utf8Start
+        for offset in 0..<(end - start) where HTTPSyntax.asciiLowercase(bytes[start + offset]) != expected[offset] {
+            return false
         }
+        return true
     }
 }

@@ -110,32 +110,39 @@ public struct OriginPolicy: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// `host[:port]` or `[v6][:port]` split; the port, when present, must be 0...65535.
-    /// Byte by byte (`:` and `]` are ASCII, so their UTF-8 indices are character boundaries):
-    /// it runs on every handshake.
     static func split(_ authority: Substring) -> (host: Substring, port: Int?)? {
+        var bytes = authority
+        guard let parts = bytes.withUTF8({ split(bytes: $0) }) else { return nil }
+        // `:` and `]` are ASCII, so the host's end is a character boundary.
         let utf8 = authority.utf8
-        let hostEnd: String.Index
-        if utf8.first == UInt8(ascii: "[") {
-            guard let close = utf8.firstIndex(of: UInt8(ascii: "]")) else { return nil }
-            hostEnd = utf8.index(after: close)
-        } else if let colon = utf8.lastIndex(of: UInt8(ascii: ":")) {
+        let hostEnd = utf8.index(utf8.startIndex, offsetBy: parts.host.upperBound)
+        return (authority[authority.startIndex..<hostEnd], parts.port)
+    }
+
+    /// ``split(_:)`` over UTF-8 bytes: the host's byte range (brackets included) and the port.
+    /// Byte by byte: it runs on every handshake.
+    static func split(bytes: UnsafeBufferPointer<UInt8>) -> (host: Range<Int>, port: Int?)? {
+        let count = bytes.count
+        var hostEnd = count
+        if count > 0, bytes[0] == UInt8(ascii: "[") {
+            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return nil }
+            hostEnd = close + 1
+        } else if let colon = bytes.lastIndex(of: UInt8(ascii: ":")) {
             hostEnd = colon
-        } else {
-            hostEnd = utf8.endIndex
         }
-        let hostPart = authority[authority.startIndex..<hostEnd]
-        guard !hostPart.isEmpty else { return nil }
-        if hostEnd == utf8.endIndex { return (hostPart, nil) }
-        guard utf8[hostEnd] == UInt8(ascii: ":") else { return nil }
-        let digits = utf8[utf8.index(after: hostEnd)...]
-        guard !digits.isEmpty, digits.count <= 5 else { return nil }
+        guard hostEnd > 0 else { return nil }
+        if hostEnd == count { return (0..<count, nil) }
+        guard bytes[hostEnd] == UInt8(ascii: ":") else { return nil }
+        let digits = count - (hostEnd + 1)
+        guard digits > 0, digits <= 5 else { return nil }
         var port = 0
-        for byte in digits {
+        for index in (hostEnd + 1)..<count {
+            let byte = bytes[index]
             guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
             port = port * 10 + Int(byte - UInt8(ascii: "0"))
         }
         guard port <= 65535 else { return nil }
-        return (hostPart, port)
+        return (0..<hostEnd, port)
     }
 
     /// `any`, `sameOrigin`, `sameOrigin(also: […])` or `exactly([…])`.

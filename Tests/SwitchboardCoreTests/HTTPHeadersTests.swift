@@ -77,3 +77,13 @@ struct HTTPHeadersTests {
         #expect(HTTPHeaders([("Host", "")]).onlyValue(for: "Host") == "")
     }
 }
+
+/// `tchar` (RFC 9110 §5.6.2), byte by byte against the RFC's own list.
+@Suite struct TokenByteTests {
+    @Test func everyByteIsATokenCharacterExactlyWhenTheRFCListsIt() {
+        let tchar = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
+        for byte in UInt8.min...UInt8.max {
+            #expect(HTTPSyntax.isTokenByte(byte) == tchar.contains(byte), "byte \(byte)")
+        }
+    }
+}
