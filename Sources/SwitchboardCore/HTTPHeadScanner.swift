@@ -111,7 +111,8 @@ struct HTTPHeadScanner<Kind: HTTPHeadKind>: Sendable {
     /// spelled exactly so, else a new string (names of up to 15 bytes need no allocation anyway).
     private static func fieldName(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
         if bytes.count > 15 {
-            for known in longKnownFieldNames where known.utf8.count == bytes.count && known.utf8.elementsEqual(bytes) {
+            for known in longKnownFieldNames where known.utf8.count == bytes.count
+                && known.utf8.withContiguousStorageIfAvailable({ $0.elementsEqual(bytes) }) == true {
                 return known
             }
         }

@@ -54,10 +54,14 @@ package enum HTTPSyntax {
     static func equalsIgnoringASCIICase(_ lhs: String, _ rhs: String) -> Bool {
         let a = lhs.utf8, b = rhs.utf8
         guard a.count == b.count else { return false }
-        // Native strings: compare the contiguous bytes (no iterator per view).
+        // Native strings: compare the contiguous bytes (no iterator per view); bytes equal as
+        // they are (the usual case) need no lowercasing.
         if let equal = a.withContiguousStorageIfAvailable({ pa in
             b.withContiguousStorageIfAvailable { pb in
-                for i in 0..<pa.count where asciiLowercase(pa[i]) != asciiLowercase(pb[i]) { return false }
+                for i in 0..<pa.count {
+                    let x = pa[i], y = pb[i]
+                    if x != y, asciiLowercase(x) != asciiLowercase(y) { return false }
+                }
                 return true
             }
         }), let equal {
@@ -66,6 +70,7 @@ package enum HTTPSyntax {
         return zip(a, b).allSatisfy { asciiLowercase($0) == asciiLowercase($1) }
     }
 
+    @inline(__always)
     static func asciiLowercase(_ byte: UInt8) -> UInt8 {
         (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")) ? byte | 0x20 : byte
     }
