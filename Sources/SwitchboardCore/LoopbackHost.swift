@@ -70,10 +70,11 @@ public enum LoopbackHost {
     private static func matches(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int,
                                 _ lowercase: StaticString) -> Bool {
         guard end - start == lowercase.utf8CodeUnitCount else { return false }
-        let expected = lowercase.utf8Start
-        for offset in 0..<(end - start) where HTTPSyntax.asciiLowercase(bytes[start + offset]) != expected[offset] {
-            return false
+        return lowercase.withUTF8Buffer { expected in
+            for offset in 0..<expected.count where HTTPSyntax.asciiLowercase(bytes[start + offset]) != expected[offset] {
+                return false
+            }
+            return true
         }
-        return true
     }
 }
