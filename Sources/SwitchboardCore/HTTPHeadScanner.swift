@@ -40,23 +40,39 @@ struct HTTPHeadScanner<Kind: HTTPHeadKind>: Sendable {
     }
 
     private mutating func scan(_ chunk: UnsafeRawBufferPointer) throws(HTTPParseError) -> HTTPParseResult<Kind.Head> {
+        let bytes = chunk
         var start = 0
-        while start < chunk.count {
+        while start < bytes.count {
             let remaining = limits.maxHeaderBytes - headBytes
-            guard let newline = chunk[start...].firstIndex(of: UInt8(ascii: "\n")) else {
+            guard let newline = bytes[start...].firstIndex(of: UInt8(ascii: "\n")) else {
                 // No terminator in the rest of this chunk: buffer it, unless it already breaks the limit.
-                let count = chunk.count - start
+                let count = bytes.count - start
                 guard count <= remaining else { throw .headTooLarge }
                 headBytes += count
-                line.append(contentsOf: chunk[start...])
+                line.append(contentsOf: bytes[start...])
                 return .needMoreData
             }
             let count = newline - start + 1
             guard count <= remaining else { throw .headTooLarge }
             headBytes += count
-            line.append(contentsOf: chunk[start..<newline])
+            let head: Kind.Head?
+            if line.isEmpty {
+                // The whole line is in this chunk (the usual case): parsed where it lies.
+                head = try completeLine(UnsafeRawBufferPointer(rebasing: bytes[start..<newline]))
+            } else {
+                // The line began in an earlier chunk: completed in `line`, parsed from there.
+                line.append(contentsOf: bytes[start..<newline])
+                var pending = line
+                line = []
+                let result = pending.withUnsafeBytes { buffer in
+                    Result { () throws(HTTPParseError) in try completeLine(buffer) }
+                }
+                pending.removeAll(keepingCapacity: true)
+                line = pending
+                head = try result.get()
+            }
             start = newline + 1
-            if let head = try completeLine() {
+            if let head {
                 reset()
                 return .complete(head, consumed: start)
             }
@@ -64,15 +80,15 @@ struct HTTPHeadScanner<Kind: HTTPHeadKind>: Sendable {
         return .needMoreData
     }
 
-    /// Handles the line in `line` (LF removed); returns the head when it was the final empty line.
-    private mutating func completeLine() throws(HTTPParseError) -> Kind.Head? {
-        defer { line.removeAll(keepingCapacity: true) }
-        var content = line[...]
-        if content.last == UInt8(ascii: "\r") { content = content.dropLast() }
+    /// Handles one line (LF removed); returns the head when it was the final empty line.
+    private mutating func completeLine(_ raw: UnsafeRawBufferPointer) throws(HTTPParseError) -> Kind.Head? {
+        var end = raw.count
+        if end > 0, raw[end - 1] == UInt8(ascii: "\r") { end -= 1 }
+        let content = UnsafeRawBufferPointer(rebasing: raw[0..<end])
         if content.contains(UInt8(ascii: "\r")) { throw .bareCarriageReturn }
 
         guard let startLine else {
-            if !content.isEmpty { self.startLine = try Kind.parseStartLine(content) }
+            if !content.isEmpty { self.startLine = try Kind.parseStartLine(Array(content)[...]) }
             return nil
         }
         if content.isEmpty { return Kind.makeHead(startLine, headers) }
@@ -82,41 +98,45 @@ struct HTTPHeadScanner<Kind: HTTPHeadKind>: Sendable {
         return nil
     }
 
-    /// `field-line = field-name ":" OWS field-value OWS` (RFC 9112 §5).
-    private static func parseField(_ content: ArraySlice<UInt8>) throws(HTTPParseError) -> (name: String, value: String) {
-        // Over the line's contiguous bytes: no iterator or slice bookkeeping per byte.
-        let result = content.withUnsafeBufferPointer { bytes -> Result<(name: String, value: String), HTTPParseError> in
-            guard let first = bytes.first else { return .failure(.malformedHeaderLine) }
-            if HTTPSyntax.isOWS(first) { return .failure(.obsoleteLineFolding) }
-            guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { return .failure(.malformedHeaderLine) }
-            let name = UnsafeBufferPointer(rebasing: bytes[..<colon])
-            guard HTTPSyntax.isToken(name) else { return .failure(.invalidHeaderName) }
-            var start = colon + 1, end = bytes.count
-            while start < end, HTTPSyntax.isOWS(bytes[start]) { start += 1 }
-            while end > start, HTTPSyntax.isOWS(bytes[end - 1]) { end -= 1 }
-            let value = UnsafeBufferPointer(rebasing: bytes[start..<end])
-            var ascii = true
-            for byte in value {
-                guard HTTPSyntax.isFieldValueByte(byte) else { return .failure(.invalidHeaderValue) }
-                if byte >= 0x80 { ascii = false }
-            }
-            // ASCII is valid UTF-8 as it is; anything else goes through decodeText's rules.
-            let text = ascii ? String(decoding: value, as: UTF8.self) : HTTPSyntax.decodeText(value)
-            return .success((fieldName(name), text))
+    /// `field-line = field-name ":" OWS field-value OWS` (RFC 9112 §5), over the line's bytes.
+    private static func parseField(_ bytes: UnsafeRawBufferPointer) throws(HTTPParseError) -> (name: String, value: String) {
+        guard let first = bytes.first else { throw .malformedHeaderLine }
+        if HTTPSyntax.isOWS(first) { throw .obsoleteLineFolding }
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { throw .malformedHeaderLine }
+        let name = UnsafeRawBufferPointer(rebasing: bytes[..<colon])
+        guard HTTPSyntax.isToken(name) else { throw .invalidHeaderName }
+        var start = colon + 1, end = bytes.count
+        while start < end, HTTPSyntax.isOWS(bytes[start]) { start += 1 }
+        while end > start, HTTPSyntax.isOWS(bytes[end - 1]) { end -= 1 }
+        let value = UnsafeRawBufferPointer(rebasing: bytes[start..<end])
+        var ascii = true
+        for byte in value {
+            guard HTTPSyntax.isFieldValueByte(byte) else { throw .invalidHeaderValue }
+            if byte >= 0x80 { ascii = false }
         }
-        return try result.get()
+        // ASCII is valid UTF-8 as it is; anything else goes through decodeText's rules.
+        let text = ascii ? Self.string(value) : HTTPSyntax.decodeText(value)
+        return (fieldName(name), text)
     }
 
     /// The name as a `String`: one of `longKnownFieldNames` (a literal: no allocation) when it is
     /// spelled exactly so, else a new string (names of up to 15 bytes need no allocation anyway).
-    private static func fieldName(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+    private static func fieldName(_ bytes: UnsafeRawBufferPointer) -> String {
         if bytes.count > 15 {
             for known in longKnownFieldNames where known.utf8.count == bytes.count
-                && known.utf8.withContiguousStorageIfAvailable({ $0.elementsEqual(bytes) }) == true {
+                && known.utf8.withContiguousStorageIfAvailable({ UnsafeRawBufferPointer($0).elementsEqual(bytes) }) == true {
                 return known
             }
         }
-        return String(decoding: bytes, as: UTF8.self)
+        return string(bytes)
+    }
+
+    /// ASCII bytes as a string: copied straight into the string's storage.
+    private static func string(_ bytes: UnsafeRawBufferPointer) -> String {
+        String(unsafeUninitializedCapacity: bytes.count) { storage in
+            UnsafeMutableRawBufferPointer(storage).copyMemory(from: bytes)
+            return bytes.count
+        }
     }
 
     private mutating func reset() {
