@@ -41,7 +41,10 @@ package enum Base64 {
     /// anywhere but the last one or two positions, and non-zero unused bits before the padding
     /// (RFC 4648 §3.5), so every accepted string has exactly one decoding. `""` decodes to `[]`.
     package static func decode(_ string: String) -> [UInt8]? {
-        let input = Array(string.utf8)
+        HTTPSyntax.withUTF8Bytes(string) { decode(bytes: $0) }
+    }
+
+    private static func decode(bytes input: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
         guard input.count % 4 == 0 else { return nil }
         var output: [UInt8] = []
         output.reserveCapacity(input.count / 4 * 3)

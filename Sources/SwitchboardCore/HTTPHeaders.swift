@@ -32,15 +32,23 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
     /// These headers without the fields named any of `names` (case-insensitive), in storage
     /// of exactly the size needed (for headers kept for a connection's lifetime).
     package func removingFields(named names: [String]) -> HTTPHeaders {
+        // The names' lengths as bits: a field whose name has none of them is kept without a
+        // comparison (most are; lengths of 64 and more are always compared).
+        var lengths: UInt64 = 0
+        for name in names where name.utf8.count < 64 { lengths |= 1 << UInt64(name.utf8.count) }
         func dropped(_ field: Element) -> Bool {
-            names.contains { HTTPSyntax.equalsIgnoringASCIICase(field.name, $0) }
+            let count = field.name.utf8.count
+            if count < 64, lengths & (1 << UInt64(count)) == 0 { return false }
+            return names.contains { HTTPSyntax.equalsIgnoringASCIICase(field.name, $0) }
         }
-        var keptCount = 0
-        for field in fields where !dropped(field) { keptCount += 1 }
-        var result = HTTPHeaders()
-        result.fields.reserveCapacity(keptCount)
-        for field in fields where !dropped(field) { result.fields.append(field) }
-        return result
+        return fields.withUnsafeBufferPointer { all in
+            var keptCount = 0
+            for index in all.indices where !dropped(all[index]) { keptCount += 1 }
+            var result = HTTPHeaders()
+            result.fields.reserveCapacity(keptCount)
+            for index in all.indices where !dropped(all[index]) { result.fields.append(all[index]) }
+            return result
+        }
     }
 
     /// Replaces every field named `name` with a single field holding `value`.
@@ -79,24 +87,29 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
     /// `token`, compared ASCII case-insensitively: `tokens(for: name).contains(token)` with
     /// `token` lowercase, without building the lists (it runs on every handshake).
     public func containsListToken(_ token: String, in name: String) -> Bool {
-        let wanted = Array(token.utf8)
-        for field in fields where HTTPSyntax.equalsIgnoringASCIICase(field.name, name) {
-            let value = Array(field.value.utf8)
-            var start = 0
-            while start <= value.count {
-                var end = start
-                while end < value.count, value[end] != UInt8(ascii: ",") { end += 1 }
-                var lo = start, hi = end
-                while lo < hi, HTTPSyntax.isOWS(value[lo]) { lo += 1 }
-                while hi > lo, HTTPSyntax.isOWS(value[hi - 1]) { hi -= 1 }
-                if hi - lo == wanted.count,
-                   zip(value[lo..<hi], wanted).allSatisfy({ HTTPSyntax.asciiLowercase($0) == HTTPSyntax.asciiLowercase($1) }) {
-                    return true
+        HTTPSyntax.withUTF8Bytes(token) { wanted in
+            for field in fields where HTTPSyntax.equalsIgnoringASCIICase(field.name, name) {
+                let found = HTTPSyntax.withUTF8Bytes(field.value) { value in
+                    var start = 0
+                    while start <= value.count {
+                        var end = start
+                        while end < value.count, value[end] != UInt8(ascii: ",") { end += 1 }
+                        var lo = start, hi = end
+                        while lo < hi, HTTPSyntax.isOWS(value[lo]) { lo += 1 }
+                        while hi > lo, HTTPSyntax.isOWS(value[hi - 1]) { hi -= 1 }
+                        if hi - lo == wanted.count, (0..<wanted.count).allSatisfy({
+                            HTTPSyntax.asciiLowercase(value[lo + $0]) == HTTPSyntax.asciiLowercase(wanted[$0])
+                        }) {
+                            return true
+                        }
+                        start = end + 1
+                    }
+                    return false
                 }
-                start = end + 1
+                if found { return true }
             }
+            return false
         }
-        return false
     }
 
     /// The value of the only field named `name`: nil when there is none or more than one.

@@ -70,6 +70,14 @@ package enum HTTPSyntax {
         return zip(a, b).allSatisfy { asciiLowercase($0) == asciiLowercase($1) }
     }
 
+    /// Runs `body` over `string`'s UTF-8 bytes: in place for native strings (no copy), through
+    /// a temporary array otherwise.
+    @inline(__always)
+    static func withUTF8Bytes<R>(_ string: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        if let result = string.utf8.withContiguousStorageIfAvailable(body) { return result }
+        return Array(string.utf8).withUnsafeBufferPointer(body)
+    }
+
     @inline(__always)
     static func asciiLowercase(_ byte: UInt8) -> UInt8 {
         (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")) ? byte | 0x20 : byte

@@ -87,3 +87,18 @@ struct HTTPHeadersTests {
         }
     }
 }
+
+/// What a connection keeps of its request's fields.
+@Suite struct RemovingFieldsTests {
+    @Test func namedFieldsGoCaseInsensitivelyAndTheRestKeepTheirOrder() {
+        let long = String(repeating: "X", count: 70)
+        let headers: HTTPHeaders = ["Host": "a", "upgrade": "websocket", "X-One": "1", "CONNECTION": "Upgrade",
+                                    "Sec-WebSocket-Key": "k", "x-one": "2", long: "l", "Cookie": "c",
+                                    "Connections": "not the same name"]
+        let kept = headers.removingFields(named: ["Upgrade", "Connection", "Sec-WebSocket-Key", long.lowercased()])
+        #expect(kept.map(\.name) == ["Host", "X-One", "x-one", "Cookie", "Connections"])
+        #expect(kept.map(\.value) == ["a", "1", "2", "c", "not the same name"])
+        #expect(headers.removingFields(named: []).map(\.name) == headers.map(\.name))
+        #expect(HTTPHeaders().removingFields(named: ["Host"]).count == 0)
+    }
+}
