@@ -108,17 +108,22 @@ package enum HTTPSyntax {
 
     /// Parses `HTTP/D.D` (RFC 9112 §2.3) into its major and minor digits.
     static func parseVersion(_ bytes: some Collection<UInt8>) -> (major: Int, minor: Int)? {
-        let b = Array(bytes)
+        guard bytes.count == 8 else { return nil }
+        if let parsed = bytes.withContiguousStorageIfAvailable({ parseVersion(buffer: $0) }) { return parsed }
+        return Array(bytes).withUnsafeBufferPointer { parseVersion(buffer: $0) }
+    }
+
+    static func parseVersion(_ string: String) -> (major: Int, minor: Int)? {
+        withUTF8Bytes(string) { parseVersion(buffer: $0) }
+    }
+
+    private static func parseVersion(buffer b: UnsafeBufferPointer<UInt8>) -> (major: Int, minor: Int)? {
         guard b.count == 8,
               b[0] == UInt8(ascii: "H"), b[1] == UInt8(ascii: "T"), b[2] == UInt8(ascii: "T"),
               b[3] == UInt8(ascii: "P"), b[4] == UInt8(ascii: "/"), b[6] == UInt8(ascii: "."),
               let major = digitValue(b[5]), let minor = digitValue(b[7])
         else { return nil }
         return (major, minor)
-    }
-
-    static func parseVersion(_ string: String) -> (major: Int, minor: Int)? {
-        parseVersion(string.utf8)
     }
 
     static func digitValue(_ byte: UInt8) -> Int? {
