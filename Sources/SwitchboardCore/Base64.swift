@@ -1,7 +1,9 @@
 /// Base64 with the standard alphabet and padding (RFC 4648 §4), just enough for
 /// `Sec-WebSocket-Key` and `Sec-WebSocket-Accept` (RFC 6455 §4.1, §4.2.2).
 package enum Base64 {
-    private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+    /// The 64 characters, in order.
+    private static let alphabetText: StaticString = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    private static let alphabet: [UInt8] = alphabetText.withUTF8Buffer { Array($0) }
 
     /// The value of each byte in the alphabet, or 0xFF for bytes outside it.
     private static let values: [UInt8] = {
@@ -12,25 +14,46 @@ package enum Base64 {
 
     /// Encodes `bytes` with `=` padding and no line breaks.
     package static func encode(_ bytes: some Collection<UInt8>) -> String {
-        var output: [UInt8] = []
-        output.reserveCapacity((bytes.count + 2) / 3 * 4)
-        var iterator = bytes.makeIterator()
-        while let b0 = iterator.next() {
-            let b1 = iterator.next(), b2 = iterator.next()
-            output.append(alphabet[Int(b0 >> 2)])
-            output.append(alphabet[Int((b0 & 0x03) << 4 | (b1 ?? 0) >> 4)])
-            if let b1 {
-                output.append(alphabet[Int((b1 & 0x0F) << 2 | (b2 ?? 0) >> 6)])
-            } else {
-                output.append(UInt8(ascii: "="))
-            }
-            if let b2 {
-                output.append(alphabet[Int(b2 & 0x3F)])
-            } else {
-                output.append(UInt8(ascii: "="))
+        if let text = bytes.withContiguousStorageIfAvailable({ encode(buffer: UnsafeRawBufferPointer($0)) }) {
+            return text
+        }
+        return Array(bytes).withUnsafeBytes { encode(buffer: $0) }
+    }
+
+    /// ``encode(_:)`` over contiguous bytes, written straight into the string's storage.
+    package static func encode(buffer input: UnsafeRawBufferPointer) -> String {
+        let outputCount = (input.count + 2) / 3 * 4
+        return alphabetText.withUTF8Buffer { table in
+            String(unsafeUninitializedCapacity: outputCount) { output in
+                var i = 0, o = 0
+                while input.count - i >= 3 {
+                    let b0 = input[i], b1 = input[i + 1], b2 = input[i + 2]
+                    output[o] = table[Int(b0 >> 2)]
+                    output[o + 1] = table[Int((b0 & 0x03) << 4 | b1 >> 4)]
+                    output[o + 2] = table[Int((b1 & 0x0F) << 2 | b2 >> 6)]
+                    output[o + 3] = table[Int(b2 & 0x3F)]
+                    i += 3
+                    o += 4
+                }
+                switch input.count - i {
+                case 1:
+                    let b0 = input[i]
+                    output[o] = table[Int(b0 >> 2)]
+                    output[o + 1] = table[Int((b0 & 0x03) << 4)]
+                    output[o + 2] = UInt8(ascii: "=")
+                    output[o + 3] = UInt8(ascii: "=")
+                case 2:
+                    let b0 = input[i], b1 = input[i + 1]
+                    output[o] = table[Int(b0 >> 2)]
+                    output[o + 1] = table[Int((b0 & 0x03) << 4 | b1 >> 4)]
+                    output[o + 2] = table[Int((b1 & 0x0F) << 2)]
+                    output[o + 3] = UInt8(ascii: "=")
+                default:
+                    break
+                }
+                return outputCount
             }
         }
-        return String(decoding: output, as: UTF8.self)
     }
 
     /// Decodes strict base64.

@@ -85,7 +85,7 @@ struct HTTPHeadScanner<Kind: HTTPHeadKind>: Sendable {
         var end = raw.count
         if end > 0, raw[end - 1] == UInt8(ascii: "\r") { end -= 1 }
         let content = UnsafeRawBufferPointer(rebasing: raw[0..<end])
-        if content.contains(UInt8(ascii: "\r")) { throw .bareCarriageReturn }
+        for index in 0..<content.count where content[index] == UInt8(ascii: "\r") { throw .bareCarriageReturn }
 
         guard let startLine else {
             if !content.isEmpty { self.startLine = try Kind.parseStartLine(Array(content)[...]) }
@@ -124,7 +124,7 @@ struct HTTPHeadScanner<Kind: HTTPHeadKind>: Sendable {
     private static func fieldName(_ bytes: UnsafeRawBufferPointer) -> String {
         if bytes.count > 15 {
             for known in longKnownFieldNames where known.utf8.count == bytes.count
-                && known.utf8.withContiguousStorageIfAvailable({ UnsafeRawBufferPointer($0).elementsEqual(bytes) }) == true {
+                && known.utf8.withContiguousStorageIfAvailable({ k in (0..<k.count).allSatisfy { k[$0] == bytes[$0] } }) == true {
                 return known
             }
         }

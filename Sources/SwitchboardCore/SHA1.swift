@@ -44,6 +44,15 @@ package struct SHA1: Sendable {
 
     /// One-shot SHA-1 of `input`.
     private static func digest(of input: UnsafeRawBufferPointer) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: 20) { digest, count in
+            hash(input, into: UnsafeMutableRawBufferPointer(digest))
+            count = 20
+        }
+    }
+
+    /// One-shot SHA-1 of `input`, its 20 bytes written to the start of `digest` (which must
+    /// hold at least 20): no array at all, for a digest used at once (the handshake's accept).
+    package static func hash(_ input: UnsafeRawBufferPointer, into digest: UnsafeMutableRawBufferPointer) {
         var state = initialState
         var offset = 0
         while input.count - offset >= 64 {
@@ -51,7 +60,7 @@ package struct SHA1: Sendable {
             offset += 64
         }
         finish(&state, tail: UnsafeRawBufferPointer(rebasing: input[offset...]), length: UInt64(input.count))
-        return bytes(of: state)
+        write(state, to: digest)
     }
 
     /// Pads `tail` (fewer than 64 bytes, the message's last ones) with `0x80`, zeros and the
@@ -75,15 +84,19 @@ package struct SHA1: Sendable {
     /// The state as the 20-byte big-endian digest.
     private static func bytes(of state: State) -> [UInt8] {
         [UInt8](unsafeUninitializedCapacity: 20) { digest, count in
-            func put(_ word: UInt32, at i: Int) {
-                digest[i] = UInt8(truncatingIfNeeded: word >> 24)
-                digest[i + 1] = UInt8(truncatingIfNeeded: word >> 16)
-                digest[i + 2] = UInt8(truncatingIfNeeded: word >> 8)
-                digest[i + 3] = UInt8(truncatingIfNeeded: word)
-            }
-            put(state.0, at: 0); put(state.1, at: 4); put(state.2, at: 8); put(state.3, at: 12); put(state.4, at: 16)
+            write(state, to: UnsafeMutableRawBufferPointer(digest))
             count = 20
         }
+    }
+
+    /// Writes the state big-endian to the first 20 bytes of `digest`.
+    private static func write(_ state: State, to digest: UnsafeMutableRawBufferPointer) {
+        precondition(digest.count >= 20, "a SHA-1 digest is 20 bytes")
+        digest.storeBytes(of: state.0.bigEndian, toByteOffset: 0, as: UInt32.self)
+        digest.storeBytes(of: state.1.bigEndian, toByteOffset: 4, as: UInt32.self)
+        digest.storeBytes(of: state.2.bigEndian, toByteOffset: 8, as: UInt32.self)
+        digest.storeBytes(of: state.3.bigEndian, toByteOffset: 12, as: UInt32.self)
+        digest.storeBytes(of: state.4.bigEndian, toByteOffset: 16, as: UInt32.self)
     }
 
     /// Processes one 64-byte block (RFC 3174 §6.1); the message schedule lives on the stack.

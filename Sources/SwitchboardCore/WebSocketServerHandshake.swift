@@ -54,13 +54,15 @@ public enum WebSocketServerHandshake {
     /// `base64(SHA-1(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))` (RFC 6455 §4.2.2 item 5.4).
     /// `key` is used exactly as given (the base64 text, not its decoding).
     public static func acceptValue(forKey key: String) -> String {
-        // The key and the GUID side by side on the stack (no array per handshake).
+        // The key, the GUID and the digest side by side on the stack: no array per handshake.
         let keyBytes = key.utf8, guid = acceptGUID.utf8
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: keyBytes.count + guid.count) { input in
-            var end = input.initialize(fromContentsOf: keyBytes)
-            end = input[end...].initialize(fromContentsOf: guid)
-            defer { input.deinitialize() }  // trivial bytes: a no-op that keeps the buffer's contract
-            return Base64.encode(SHA1.hash(UnsafeBufferPointer(input)))
+        let inputCount = keyBytes.count + guid.count
+        return withUnsafeTemporaryAllocation(byteCount: inputCount + 20, alignment: 4) { buffer in
+            UnsafeMutableRawBufferPointer(rebasing: buffer[0..<keyBytes.count]).copyBytes(from: keyBytes)
+            UnsafeMutableRawBufferPointer(rebasing: buffer[keyBytes.count..<inputCount]).copyBytes(from: guid)
+            let digest = UnsafeMutableRawBufferPointer(rebasing: buffer[inputCount...])
+            SHA1.hash(UnsafeRawBufferPointer(rebasing: buffer[0..<inputCount]), into: digest)
+            return Base64.encode(buffer: UnsafeRawBufferPointer(digest))
         }
     }
 
