@@ -488,9 +488,15 @@ private final class ClusterPublishQueue: Sendable {
         }
     }
 
-    /// Sends the lane of `slot` in order until it is empty.
+    /// Sends the lane of `slot` in order until it is empty. One drainer per lane: finishing an
+    /// item and taking the next, or giving the lane up when it is empty, happen in one critical
+    /// section, so a publish that arrives once the lane is given up starts a new lane (and a new
+    /// drainer) that this one never sees. (Taking the next item in a separate section let a
+    /// publish start a second drainer of a lane this one was still draining: the same publish
+    /// sent twice and the queue's count decremented twice.)
     private func drain(_ slot: Int) async {
-        while let item = state.withLock({ s -> Item? in s.closed ? nil : s.lanes[slot]?.first }) {
+        var next = state.withLock { s -> Item? in s.closed ? nil : s.lanes[slot]?.first }
+        while let item = next {
             var sent = false
             while true {
                 do throws(RedisError) {
@@ -508,13 +514,17 @@ private final class ClusterPublishQueue: Sendable {
             }
             counters.clientUp.store(sent, ordering: .releasing)
             if sent { counters.published.add(1, ordering: .relaxed) } else { counters.dropped.add(1, ordering: .relaxed) }
-            state.withLock { s in
-                guard !s.closed else { return }
-                s.lanes[slot]?.removeFirst()
-                if s.lanes[slot]?.isEmpty == true { s.lanes[slot] = nil }
+            next = state.withLock { s -> Item? in
+                guard !s.closed, s.lanes[slot]?.isEmpty == false else { return nil }
+                s.lanes[slot]?.removeFirst()  // in place: the lane's storage stays unique
                 s.count -= 1
                 s.bytes -= item.size
                 if s.count == 0 { s.loggedDrops = false }
+                guard let following = s.lanes[slot]?.first else {
+                    s.lanes[slot] = nil  // given up: the next publish to this slot starts a new lane
+                    return nil
+                }
+                return following
             }
         }
     }

@@ -127,6 +127,44 @@ struct RedisShardedBackplaneTests {
         await cluster.stop()
     }
 
+    /// Publishes from many tasks at once to one topic, so its lane empties and restarts while
+    /// publishes keep arriving: each publish goes out once (run L: one of five was published
+    /// twice, by two drainers of the same lane), and the queue's count ends at zero.
+    @Test func concurrentPublishesToOneTopicGoOutOnceEach() async throws {
+        let cluster = try await RedisClusterProcesses()
+        let topics = Self.topicPerMaster(try await Self.map(of: cluster))
+        let (port, topic) = try #require(topics.min { $0.key < $1.key })
+        let owner = try #require(cluster.node(port: port))
+        let (a, backplaneA) = try await RedisTopicBackplaneTests.startServer(redis: cluster.url())
+        let (b, backplaneB) = try await RedisTopicBackplaneTests.startServer(redis: cluster.url())
+        let atB = try await Client(port: try await b.listeningPort, topic: topic)
+        let before = try Self.calls("spublish", on: owner)
+        let tasks = 8, perTask = 250
+        await withTaskGroup(of: Void.self) { group in
+            for t in 0..<tasks {
+                group.addTask {
+                    for i in 0..<perTask {
+                        await a.publish(text: "p-\(t)-\(i)\n", to: topic)
+                        if i % 3 == 0 { await Task.yield() }
+                    }
+                }
+            }
+        }
+        let total = tasks * perTask
+        // One last publish, after all the others: once B has it, the lane has sent everything.
+        await a.publish(text: "end\n", to: topic)
+        try await atB.wait { $0.contains("end") }
+        let texts = atB.received.filter { $0.hasPrefix("p-") }
+        #expect(texts.count == total, "received \(texts.count) of \(total)")
+        #expect(Set(texts).count == texts.count, "a publish went out twice")
+        #expect(try Self.calls("spublish", on: owner) - before == total + 1)
+        #expect(backplaneA.statistics.published == total + 1 && backplaneA.statistics.dropped == 0)
+        #expect(backplaneB.statistics.received == total + 1)
+        await a.shutdown()
+        await b.shutdown()
+        await cluster.stop()
+    }
+
     @Test func killingAMasterInterruptsOnlyItsTopicsWhichComeBackWithAGapReport() async throws {
         let cluster = try await RedisClusterProcesses()
         let topics = Self.topicPerMaster(try await Self.map(of: cluster))
