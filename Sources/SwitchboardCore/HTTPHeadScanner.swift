@@ -39,8 +39,7 @@ struct HTTPHeadScanner<Kind: HTTPHeadKind>: Sendable {
         }
     }
 
-    private mutating func scan(_ chunk: UnsafeRawBufferPointer) throws(HTTPParseError) -> HTTPParseResult<Kind.Head> {
-        let bytes = chunk
+    private mutating func scan(_ bytes: UnsafeRawBufferPointer) throws(HTTPParseError) -> HTTPParseResult<Kind.Head> {
         var start = 0
         while start < bytes.count {
             let remaining = limits.maxHeaderBytes - headBytes

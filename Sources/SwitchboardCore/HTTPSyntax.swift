@@ -52,22 +52,17 @@ package enum HTTPSyntax {
     /// ASCII case-insensitive comparison (header names, tokens). Non-ASCII bytes must match
     /// exactly.
     static func equalsIgnoringASCIICase(_ lhs: String, _ rhs: String) -> Bool {
-        let a = lhs.utf8, b = rhs.utf8
-        guard a.count == b.count else { return false }
-        // Native strings: compare the contiguous bytes (no iterator per view); bytes equal as
-        // they are (the usual case) need no lowercasing.
-        if let equal = a.withContiguousStorageIfAvailable({ pa in
-            b.withContiguousStorageIfAvailable { pb in
-                for i in 0..<pa.count {
-                    let x = pa[i], y = pb[i]
+        guard lhs.utf8.count == rhs.utf8.count else { return false }
+        // Bytes equal as they are (the usual case) need no lowercasing.
+        return withUTF8Bytes(lhs) { a in
+            withUTF8Bytes(rhs) { b in
+                for i in 0..<a.count {
+                    let x = a[i], y = b[i]
                     if x != y, asciiLowercase(x) != asciiLowercase(y) { return false }
                 }
                 return true
             }
-        }), let equal {
-            return equal
         }
-        return zip(a, b).allSatisfy { asciiLowercase($0) == asciiLowercase($1) }
     }
 
     /// Runs `body` over `string`'s UTF-8 bytes: in place for native strings (no copy), through

@@ -44,15 +44,17 @@ package struct SHA1: Sendable {
 
     /// One-shot SHA-1 of `input`.
     private static func digest(of input: UnsafeRawBufferPointer) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: 20) { digest, count in
-            hash(input, into: UnsafeMutableRawBufferPointer(digest))
-            count = 20
-        }
+        bytes(of: state(of: input))
     }
 
     /// One-shot SHA-1 of `input`, its 20 bytes written to the start of `digest` (which must
     /// hold at least 20): no array at all, for a digest used at once (the handshake's accept).
     package static func hash(_ input: UnsafeRawBufferPointer, into digest: UnsafeMutableRawBufferPointer) {
+        write(state(of: input), to: digest)
+    }
+
+    /// The state after the whole of `input`, padded.
+    private static func state(of input: UnsafeRawBufferPointer) -> State {
         var state = initialState
         var offset = 0
         while input.count - offset >= 64 {
@@ -60,7 +62,7 @@ package struct SHA1: Sendable {
             offset += 64
         }
         finish(&state, tail: UnsafeRawBufferPointer(rebasing: input[offset...]), length: UInt64(input.count))
-        write(state, to: digest)
+        return state
     }
 
     /// Pads `tail` (fewer than 64 bytes, the message's last ones) with `0x80`, zeros and the
