@@ -39,7 +39,9 @@ root="$(cd "$here/.." && pwd)"
 say() { echo "instructions.sh: $*" >&2; }
 
 command -v perf >/dev/null 2>&1 || { say "perf is missing (apt-get install linux-perf)"; exit 1; }
-perf stat -e instructions:u true >/dev/null 2>&1 || { say "perf cannot count instructions here (no PMU, or perf_event_paranoid)"; exit 1; }
+# perf may run yet report "<not supported>" (a virtual machine without a PMU): a count must be a number.
+perf stat -x, -e instructions:u true 2>&1 | grep -q '^[0-9][0-9]*,' ||
+    { say "perf cannot count instructions on this machine (no hardware counters: a VM without a PMU, or perf_event_paranoid)"; exit 1; }
 DURATION_A=${DURATION_A:-2}
 DURATION_B=${DURATION_B:-6}
 OUT=${OUT:-$(mktemp -d /tmp/switchboard-instructions.XXXXXX)}
