@@ -40,7 +40,11 @@ package final class RedisClusterProcesses: Sendable {
         try nodes[0].cli(["--cluster", "create"] + nodes.map { "127.0.0.1:\($0.port)" }
                          + ["--cluster-replicas", "1", "--cluster-yes"])
         try await waitUntilHealthy(nodes)
-        try await Self.poll("every replica to sync with its master") {
+        try await Self.poll("every replica to sync with its master", diagnosis: {
+            nodes.map { node in
+                "node \(node.port): \((try? node.command("INFO", "replication")) ?? "no answer"); log: \(node.log)"
+            }.joined(separator: "; ")
+        }) {
             var replicas = 0
             for node in nodes {
                 let info = try node.command("INFO", "replication")
@@ -143,19 +147,10 @@ package final class RedisClusterProcesses: Sendable {
         }
     }
 
-    /// Polls `condition` every 50 ms until it holds (errors count as not yet), at most ``timeout``.
-    package static func poll(_ what: String, _ condition: () throws -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        var lastError: Error?
-        while ContinuousClock.now < deadline {
-            do {
-                if try condition() { return }
-            } catch {
-                lastError = error
-            }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        throw RedisServerProcess.Failure("timed out waiting for \(what)\(lastError.map { ": \($0)" } ?? "")")
+    /// ``RedisServerProcess/poll(_:timeout:diagnosis:_:)`` with ``timeout``.
+    package static func poll(_ what: String, diagnosis: () -> String = { "" },
+                             _ condition: () throws -> Bool) async throws {
+        try await RedisServerProcess.poll(what, timeout: timeout, diagnosis: diagnosis, condition)
     }
 
     /// Stops every node (SIGKILL) and waits until each exited.

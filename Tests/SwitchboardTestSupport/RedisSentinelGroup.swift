@@ -24,7 +24,11 @@ package final class RedisSentinelGroup: Sendable {
         let master = try await RedisServerProcess(tls: tls, arguments: tlsArguments)
         let replica = try await RedisServerProcess(tls: tls, arguments: tlsArguments + ["--replicaof", "127.0.0.1", String(master.port)])
         servers = [master, replica]
-        try await Self.poll("the replica to sync with the master") {
+        try await Self.poll("the replica to sync with the master", diagnosis: {
+            // What a timeout needs to be understood (run M's failure said only that it timed out).
+            "replica: \((try? replica.command("INFO", "replication")) ?? "no answer"); "
+                + "replica's log: \(replica.log); master's log: \(master.log)"
+        }) {
             try replica.command("INFO", "replication").contains("master_link_status:up")
         }
         var sentinels: [RedisServerProcess] = []
@@ -116,18 +120,9 @@ package final class RedisSentinelGroup: Sendable {
         return result
     }
 
-    /// Polls `condition` every 50 ms until it holds (errors count as not yet), at most ``timeout``.
-    package static func poll(_ what: String, _ condition: () throws -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
-        var lastError: Error?
-        while ContinuousClock.now < deadline {
-            do {
-                if try condition() { return }
-            } catch {
-                lastError = error
-            }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        throw RedisServerProcess.Failure("timed out waiting for \(what)\(lastError.map { ": \($0)" } ?? "")")
+    /// ``RedisServerProcess/poll(_:timeout:diagnosis:_:)`` with ``timeout``.
+    package static func poll(_ what: String, diagnosis: () -> String = { "" },
+                             _ condition: () throws -> Bool) async throws {
+        try await RedisServerProcess.poll(what, timeout: timeout, diagnosis: diagnosis, condition)
     }
 }

@@ -7,7 +7,8 @@ import Foundation
 
 /// A real `redis-server` (Debian's package; `scripts/test` installs it with `ensure_redis`) run
 /// as a child process for one test: on 127.0.0.1, on a port of its own, without persistence
-/// (`--save "" --appendonly no`), in a temporary folder that also holds its log.
+/// (`--save "" --appendonly no`), replicas synced without delay (`--repl-diskless-sync-delay 0`),
+/// in a temporary folder that also holds its log.
 ///
 /// The server dies with the test process, even when that is killed with SIGKILL: it is started
 /// through a small `sh` wrapper that forks a watcher and then `exec`s `redis-server` (so the
@@ -167,6 +168,26 @@ package final class RedisServerProcess: @unchecked Sendable {
         return try Self.runCLI(options + arguments, directory: directory)
     }
 
+    /// Polls `condition` every 50 ms until it holds (errors count as not yet), at most `timeout`
+    /// (a stall guard for a loaded machine, not a figure); a timeout's error ends with
+    /// `diagnosis()` when given: what the servers said, so that a failure can be understood.
+    package static func poll(_ what: String, timeout: Duration, diagnosis: () -> String = { "" },
+                             _ condition: () throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        var lastError: Error?
+        while ContinuousClock.now < deadline {
+            do {
+                if try condition() { return }
+            } catch {
+                lastError = error
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let details = diagnosis()
+        throw Failure("timed out waiting for \(what)\(lastError.map { ": \($0)" } ?? "")"
+                      + (details.isEmpty ? "" : "; \(details)"))
+    }
+
     deinit {
         guard let current = running.withLock({ state -> Running? in defer { state = nil }; return state }) else { return }
         // No waiting here: deinit may run on a thread Foundation's exit monitoring needs.
@@ -221,7 +242,11 @@ package final class RedisServerProcess: @unchecked Sendable {
                          "--save", "", "--appendonly", "no",
                          "--dir", settings.directory.path,
                          "--logfile", settings.directory.appendingPathComponent("redis.log").path,
-                         "--loglevel", "warning"]
+                         "--loglevel", "warning",
+                         // A replica's first sync starts at once, not after Redis's default 5 s
+                         // wait for more replicas: every group and cluster here starts 5 s sooner,
+                         // and a failover's re-sync does not sit idle on a loaded machine.
+                         "--repl-diskless-sync-delay", "0"]
         if let tls = settings.tls {
             arguments += ["--port", "0", "--tls-port", String(port),
                           "--tls-cert-file", tls.certificate, "--tls-key-file", tls.privateKey,
