@@ -408,94 +408,54 @@ private final class BackplaneCounters: Sendable {
 /// Redis Cluster publishes: `SPUBLISH` through the cluster client, bounded as ``PublishQueue``
 /// (count and bytes, queued and in flight together). One lane per slot, each sent in order, one
 /// at a time, so a topic's messages keep their order and a shard that cannot be reached holds up
-/// only its own slots. When full, the longest lane gives up its newest publishes (dropped,
-/// counted) to a shorter one, so the publishes piling up for an unreachable shard do not
-/// starve the others. A publish that could not be sent (`.unavailable`: no reachable master for
-/// the slot) is retried every 200 ms until it is sent or the backplane detaches.
+/// only its own slots; the lanes' rules (admission, eviction, one drainer per lane) are
+/// ``ClusterPublishLanes``, kept here behind a lock. A publish that could not be sent
+/// (`.unavailable`: no reachable master for the slot) is retried every 200 ms until it is sent or
+/// the backplane detaches.
 private final class ClusterPublishQueue: Sendable {
     private struct Item {
         let arguments: [[UInt8]]
-        let size: Int
-    }
-    private struct State {
-        var lanes: [Int: [Item]] = [:]
-        var count = 0
-        var bytes = 0
-        var loggedDrops = false
-        var closed = false
     }
 
     private let cluster: RedisClusterClient
-    private let maximumCount: Int
-    private let maximumBytes: Int
     private let counters: BackplaneCounters
     private let logger: Logger
-    private let state = Locked(State())
+    private let lanes: Locked<ClusterPublishLanes<Item>>
 
     init(cluster: RedisClusterClient, maximumCount: Int, maximumBytes: Int, counters: BackplaneCounters, logger: Logger) {
         self.cluster = cluster
-        self.maximumCount = maximumCount
-        self.maximumBytes = maximumBytes
         self.counters = counters
         self.logger = logger
+        lanes = Locked(ClusterPublishLanes(maximumCount: maximumCount, maximumBytes: maximumBytes))
     }
 
     func publish(channel: String, envelope: [UInt8]) {
         let channelBytes = Array(channel.utf8)
         let slot = RedisClusterSlot.slot(of: channelBytes)
-        let item = Item(arguments: [Array("SPUBLISH".utf8), channelBytes, envelope], size: channelBytes.count + envelope.count)
-        enum Outcome { case queued, startLane, dropped(log: Bool, count: Int, bytes: Int) }
-        var evicted = 0
-        let outcome = state.withLock { s -> Outcome in
-            // Full: a shard that cannot be reached must not starve the others. The longest
-            // lane (a slot whose publishes pile up) gives up its newest publish while it is
-            // longer than this slot's lane would be; its head, being sent, stays.
-            let own = s.lanes[slot]?.count ?? 0
-            while !s.closed, s.count >= maximumCount || s.bytes + item.size > maximumBytes,
-                  let longest = s.lanes.max(by: { $0.value.count < $1.value.count }),
-                  longest.key != slot, longest.value.count >= 2, longest.value.count > own + 1,
-                  let dropped = s.lanes[longest.key]?.popLast() {
-                s.count -= 1
-                s.bytes -= dropped.size
-                evicted += 1
-            }
-            guard !s.closed, s.count < maximumCount, s.bytes + item.size <= maximumBytes else {
-                let log = !s.loggedDrops && !s.closed
-                s.loggedDrops = true
-                return .dropped(log: log, count: s.count, bytes: s.bytes)
-            }
-            s.count += 1
-            s.bytes += item.size
-            if s.lanes[slot] != nil {
-                s.lanes[slot]?.append(item)
-                return .queued
-            }
-            s.lanes[slot] = [item]
-            return .startLane
+        let item = Item(arguments: [Array("SPUBLISH".utf8), channelBytes, envelope])
+        let (admission, evicted, count, bytes) = lanes.withLock { lanes in
+            let (admission, evicted) = lanes.admit(item, size: channelBytes.count + envelope.count, slot: slot)
+            return (admission, evicted, lanes.count, lanes.bytes)
         }
         if evicted > 0 { counters.dropped.add(evicted, ordering: .relaxed) }
-        switch outcome {
+        switch admission {
         case .queued:
             break
         case .startLane:
             Task { await self.drain(slot) }
-        case .dropped(let log, let count, let bytes):
+        case .dropped(let firstDrop):
             counters.dropped.add(1, ordering: .relaxed)
-            if log {
+            if firstDrop {
                 logger.warning("Redis Cluster shard unreachable and the publish queue is full: dropping publishes for other processes",
                                metadata: ["queued": "\(count)", "queuedBytes": "\(bytes)"])
             }
         }
     }
 
-    /// Sends the lane of `slot` in order until it is empty. One drainer per lane: finishing an
-    /// item and taking the next, or giving the lane up when it is empty, happen in one critical
-    /// section, so a publish that arrives once the lane is given up starts a new lane (and a new
-    /// drainer) that this one never sees. (Taking the next item in a separate section let a
-    /// publish start a second drainer of a lane this one was still draining: the same publish
-    /// sent twice and the queue's count decremented twice.)
+    /// Sends the lane of `slot` in order until it is given up (``ClusterPublishLanes`` makes this
+    /// the lane's only drainer).
     private func drain(_ slot: Int) async {
-        var next = state.withLock { s -> Item? in s.closed ? nil : s.lanes[slot]?.first }
+        var next = lanes.withLock { $0.head(of: slot) }
         while let item = next {
             var sent = false
             while true {
@@ -504,7 +464,7 @@ private final class ClusterPublishQueue: Sendable {
                     sent = true
                 } catch where error.kind == .unavailable {
                     // Not sent: no reachable master serves the slot yet. Kept, in order.
-                    if state.withLock({ $0.closed }) { break }
+                    if lanes.withLock({ $0.isClosed }) { break }
                     try? await Task.sleep(for: .milliseconds(200))
                     continue
                 } catch {
@@ -514,28 +474,12 @@ private final class ClusterPublishQueue: Sendable {
             }
             counters.clientUp.store(sent, ordering: .releasing)
             if sent { counters.published.add(1, ordering: .relaxed) } else { counters.dropped.add(1, ordering: .relaxed) }
-            next = state.withLock { s -> Item? in
-                guard !s.closed, s.lanes[slot]?.isEmpty == false else { return nil }
-                s.lanes[slot]?.removeFirst()  // in place: the lane's storage stays unique
-                s.count -= 1
-                s.bytes -= item.size
-                if s.count == 0 { s.loggedDrops = false }
-                guard let following = s.lanes[slot]?.first else {
-                    s.lanes[slot] = nil  // given up: the next publish to this slot starts a new lane
-                    return nil
-                }
-                return following
-            }
+            next = lanes.withLock { $0.finishHead(of: slot) }
         }
     }
 
     /// Stops: publishes still queued are dropped.
     func close() {
-        state.withLock { s in
-            s.closed = true
-            s.lanes = [:]
-            s.count = 0
-            s.bytes = 0
-        }
+        lanes.withLock { $0.close() }
     }
 }
