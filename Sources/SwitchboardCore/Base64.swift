@@ -64,36 +64,47 @@ package enum Base64 {
     /// anywhere but the last one or two positions, and non-zero unused bits before the padding
     /// (RFC 4648 §3.5), so every accepted string has exactly one decoding. `""` decodes to `[]`.
     package static func decode(_ string: String) -> [UInt8]? {
-        HTTPSyntax.withUTF8Bytes(string) { decode(bytes: $0) }
+        HTTPSyntax.withUTF8Bytes(string) { input -> [UInt8]? in
+            var output: [UInt8] = []
+            output.reserveCapacity(input.count / 4 * 3)
+            return decode(input, into: { output.append($0) }) ? output : nil
+        }
     }
 
-    private static func decode(bytes input: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
-        guard input.count % 4 == 0 else { return nil }
-        var output: [UInt8] = []
-        output.reserveCapacity(input.count / 4 * 3)
+    /// The length of `string`'s decoding under ``decode(_:)``'s contract, or nil where that
+    /// returns nil; decodes nothing into memory (a handshake only checks that its key is 16 bytes).
+    package static func decodedCount(_ string: String) -> Int? {
+        HTTPSyntax.withUTF8Bytes(string) { input -> Int? in
+            var count = 0
+            return decode(input, into: { _ in count += 1 }) ? count : nil
+        }
+    }
+
+    /// Decodes `input` byte by byte into `emit`; false (after emitting some) if not canonical.
+    @inline(__always)
+    private static func decode(_ input: UnsafeBufferPointer<UInt8>, into emit: (UInt8) -> Void) -> Bool {
+        guard input.count % 4 == 0 else { return false }
         var index = 0
         while index < input.count {
             let isLast = index + 4 == input.count
             let c0 = values[Int(input[index])], c1 = values[Int(input[index + 1])]
             let p2 = input[index + 2], p3 = input[index + 3]
-            guard c0 != 0xFF, c1 != 0xFF else { return nil }
-            output.append(c0 << 2 | c1 >> 4)
+            guard c0 != 0xFF, c1 != 0xFF else { return false }
+            emit(c0 << 2 | c1 >> 4)
             if isLast && p2 == UInt8(ascii: "=") {
-                guard p3 == UInt8(ascii: "="), c1 & 0x0F == 0 else { return nil }
-                return output
+                return p3 == UInt8(ascii: "=") && c1 & 0x0F == 0
             }
             let c2 = values[Int(p2)]
-            guard c2 != 0xFF else { return nil }
-            output.append(c1 << 4 | c2 >> 2)
+            guard c2 != 0xFF else { return false }
+            emit(c1 << 4 | c2 >> 2)
             if isLast && p3 == UInt8(ascii: "=") {
-                guard c2 & 0x03 == 0 else { return nil }
-                return output
+                return c2 & 0x03 == 0
             }
             let c3 = values[Int(p3)]
-            guard c3 != 0xFF else { return nil }
-            output.append(c2 << 6 | c3)
+            guard c3 != 0xFF else { return false }
+            emit(c2 << 6 | c3)
             index += 4
         }
-        return output
+        return true
     }
 }

@@ -2,8 +2,9 @@
 protocol HTTPHeadKind {
     associatedtype StartLine: Sendable
     associatedtype Head: Sendable & Equatable
-    /// Parses the start line (terminator already removed, guaranteed free of CR and LF).
-    static func parseStartLine(_ line: ArraySlice<UInt8>) throws(HTTPParseError) -> StartLine
+    /// Parses the start line (terminator already removed, guaranteed free of CR and LF), read in
+    /// place: only the strings it returns are copied out.
+    static func parseStartLine(_ line: UnsafeRawBufferPointer) throws(HTTPParseError) -> StartLine
     static func makeHead(_ startLine: StartLine, _ headers: HTTPHeaders) -> Head
 }
 
@@ -27,6 +28,9 @@ struct HTTPHeadScanner<Kind: HTTPHeadKind>: Sendable {
     private var failure: HTTPParseError?
 
     init(limits: HTTPParseLimits) { self.limits = limits }
+
+    /// Fields room is made for at the start line: a browser's upgrade request has 12–16.
+    static var usualFieldCount: Int { 16 }
 
     mutating func parse(_ chunk: UnsafeRawBufferPointer) throws(HTTPParseError) -> HTTPParseResult<Kind.Head> {
         if let failure { throw failure }
@@ -87,7 +91,11 @@ struct HTTPHeadScanner<Kind: HTTPHeadKind>: Sendable {
         for index in 0..<content.count where content[index] == UInt8(ascii: "\r") { throw .bareCarriageReturn }
 
         guard let startLine else {
-            if !content.isEmpty { self.startLine = try Kind.parseStartLine(Array(content)[...]) }
+            if !content.isEmpty {
+                self.startLine = try Kind.parseStartLine(content)
+                // One allocation for a usual head's fields, not one per doubling (1, 2, 4, 8…).
+                headers.reserveCapacity(min(limits.maxHeaderCount, Self.usualFieldCount))
+            }
             return nil
         }
         if content.isEmpty { return Kind.makeHead(startLine, headers) }

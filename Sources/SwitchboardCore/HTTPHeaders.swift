@@ -19,6 +19,11 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
         self.init(elements)
     }
 
+    /// Makes room for `count` fields, so that as many `add`s allocate nothing more.
+    package mutating func reserveCapacity(_ count: Int) {
+        fields.reserveCapacity(count)
+    }
+
     /// Appends a field (does not replace existing fields with the same name).
     public mutating func add(name: String, value: String) {
         fields.append((name: name, value: value))

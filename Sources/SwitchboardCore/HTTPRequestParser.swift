@@ -48,10 +48,13 @@ enum RequestKind: HTTPHeadKind {
     typealias StartLine = (method: String, target: String, version: String)
 
     /// `request-line = method SP request-target SP HTTP-version` (RFC 9112 §3).
-    static func parseStartLine(_ line: ArraySlice<UInt8>) throws(HTTPParseError) -> StartLine {
-        let parts = line.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
-        guard parts.count == 3 else { throw .malformedStartLine }
-        let method = parts[0], target = parts[1], version = parts[2]
+    static func parseStartLine(_ line: UnsafeRawBufferPointer) throws(HTTPParseError) -> StartLine {
+        // Exactly two spaces: three non-split parts, found by index (no array of slices).
+        guard let first = line.firstIndex(of: UInt8(ascii: " ")),
+              let second = line[(first + 1)...].firstIndex(of: UInt8(ascii: " ")),
+              line[(second + 1)...].firstIndex(of: UInt8(ascii: " ")) == nil
+        else { throw .malformedStartLine }
+        let method = line[..<first], target = line[(first + 1)..<second], version = line[(second + 1)...]
         guard HTTPSyntax.isToken(method),
               !target.isEmpty, target.allSatisfy(HTTPSyntax.isTargetByte)
         else { throw .malformedStartLine }

@@ -35,7 +35,7 @@ enum ResponseKind: HTTPHeadKind {
     typealias StartLine = (version: String, status: Int, reason: String)
 
     /// `status-line = HTTP-version SP status-code SP [ reason-phrase ]` (RFC 9112 §4).
-    static func parseStartLine(_ line: ArraySlice<UInt8>) throws(HTTPParseError) -> StartLine {
+    static func parseStartLine(_ line: UnsafeRawBufferPointer) throws(HTTPParseError) -> StartLine {
         guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { throw .malformedStartLine }
         let version = line[..<space]
         guard HTTPSyntax.parseVersion(version) != nil else { throw .invalidVersion }

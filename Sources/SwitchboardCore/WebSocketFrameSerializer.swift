@@ -84,22 +84,35 @@ public enum WebSocketFrameSerializer {
     /// `reason` in UTF-8, truncated on a Unicode scalar boundary to 123 bytes so the payload
     /// stays within the 125-byte control frame limit. Does not check that `code` is sendable.
     public static func closePayload(code: WebSocketCloseCode?, reason: String) -> [UInt8] {
-        guard let code else { return [] }
-        var payload: [UInt8] = [UInt8(truncatingIfNeeded: code.rawValue >> 8), UInt8(truncatingIfNeeded: code.rawValue)]
-        payload.append(contentsOf: truncatedUTF8(reason, maxBytes: maxCloseReasonLength))
-        return payload
+        withClosePayload(code: code, reason: reason) { Array($0) }
     }
 
-    /// The longest prefix of `string`'s UTF-8 of at most `maxBytes` bytes that ends on a scalar
-    /// boundary.
-    static func truncatedUTF8(_ string: String, maxBytes: Int) -> [UInt8] {
-        var utf8 = Array(string.utf8)
-        guard utf8.count > maxBytes else { return utf8 }
+    /// ``closePayload(code:reason:)``'s bytes, built on the stack and lent to `body`: a close
+    /// frame is written without allocating its payload.
+    static func withClosePayload<R>(code: WebSocketCloseCode?, reason: String, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        guard let code else { return body(UnsafeRawBufferPointer(start: nil, count: 0)) }
+        return withUnsafeTemporaryAllocation(byteCount: 2 + maxCloseReasonLength, alignment: 1) { buffer in
+            buffer[0] = UInt8(truncatingIfNeeded: code.rawValue >> 8)
+            buffer[1] = UInt8(truncatingIfNeeded: code.rawValue)
+            let length = HTTPSyntax.withUTF8Bytes(reason) { utf8 -> Int in
+                let end = truncatedLength(utf8, maxBytes: maxCloseReasonLength)
+                if end > 0, let source = utf8.baseAddress, let target = buffer.baseAddress {
+                    (target + 2).copyMemory(from: source, byteCount: end)
+                }
+                return end
+            }
+            return body(UnsafeRawBufferPointer(rebasing: buffer[0..<(2 + length)]))
+        }
+    }
+
+    /// The length of the longest prefix of the UTF-8 `utf8` of at most `maxBytes` bytes that
+    /// ends on a scalar boundary.
+    static func truncatedLength(_ utf8: UnsafeBufferPointer<UInt8>, maxBytes: Int) -> Int {
+        guard utf8.count > maxBytes else { return utf8.count }
         var end = max(0, maxBytes)
         // A String's UTF-8 is valid, so backing up over continuation bytes (10xxxxxx) lands
         // on the first byte of the scalar that did not fit.
         while end > 0 && utf8[end] & 0xC0 == 0x80 { end -= 1 }
-        utf8.removeSubrange(end...)
-        return utf8
+        return end
     }
 }

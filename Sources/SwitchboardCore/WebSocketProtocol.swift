@@ -99,32 +99,37 @@ public struct WebSocketProtocol {
     /// The negotiated permessage-deflate state, nil without the extension.
     public let deflate: PerMessageDeflateCodec?
 
-    /// Close-time state, boxed (and replaced, never mutated, so the machine keeps value
-    /// semantics) so that an open machine carries one pointer for it.
-    private final class Ending: Sendable {
+    /// Close-time state, boxed so that an open machine carries one pointer for it; copied on
+    /// write (mutated in place only while this machine holds the only reference), so the
+    /// machine keeps value semantics.
+    private final class Ending: @unchecked Sendable {
+        // Safety: mutated only through `modifyEnding`, while uniquely referenced.
         /// Set once `.closeTransport` has been queued (or the transport ended): every later
         /// call returns nil.
-        let finalStatus: WebSocketCloseStatus?
-        /// In `.closeReceived`: the status to report once closed and the payload of the close
-        /// frame ``writeClose(code:reason:into:using:)`` will write (the peer's code echoed, or
-        /// our error).
-        let closeReply: (status: WebSocketCloseStatus, payload: [UInt8])?
+        var finalStatus: WebSocketCloseStatus?
+        /// In `.closeReceived`: the status to report once closed and the code and reason of the
+        /// close frame ``writeClose(code:reason:into:using:)`` will write (the peer's code
+        /// echoed, or our error; no code: an empty payload).
+        var closeReply: CloseReply?
 
-        init(finalStatus: WebSocketCloseStatus?, closeReply: (status: WebSocketCloseStatus, payload: [UInt8])?) {
+        init(finalStatus: WebSocketCloseStatus?, closeReply: CloseReply?) {
             self.finalStatus = finalStatus
             self.closeReply = closeReply
         }
     }
     private var ending: Ending?
+    private typealias CloseReply = (status: WebSocketCloseStatus, code: WebSocketCloseCode?, reason: String)
 
-    private var finalStatus: WebSocketCloseStatus? {
-        get { ending?.finalStatus }
-        set { ending = newValue == nil && closeReply == nil ? nil : Ending(finalStatus: newValue, closeReply: closeReply) }
+    /// Changes the close-time state in place, after copying it if another machine shares it.
+    private mutating func modifyEnding(_ change: (Ending) -> Void) {
+        if !isKnownUniquelyReferenced(&ending) {
+            ending = Ending(finalStatus: ending?.finalStatus, closeReply: ending?.closeReply)
+        }
+        if let ending { change(ending) }
     }
-    private var closeReply: (status: WebSocketCloseStatus, payload: [UInt8])? {
-        get { ending?.closeReply }
-        set { ending = newValue == nil && finalStatus == nil ? nil : Ending(finalStatus: finalStatus, closeReply: newValue) }
-    }
+
+    private var finalStatus: WebSocketCloseStatus? { ending?.finalStatus }
+    private var closeReply: CloseReply? { ending?.closeReply }
 
     /// Why the connection closed (or is closing, in `.closeReceived`): the peer's code and
     /// reason, the error we failed it with, or 1006 when the transport ended first. nil while
@@ -402,7 +407,7 @@ public struct WebSocketProtocol {
         }
         // §5.5.1: the reply echoes the peer's status code (none if it sent none).
         let replyCode: WebSocketCloseCode? = status.code == .noStatusReceived ? nil : status.code
-        enterCloseReceived(status, payload: WebSocketFrameSerializer.closePayload(code: replyCode, reason: ""))
+        enterCloseReceived(status, replyCode: replyCode, replyReason: "")
         return .peerClosed(status)
     }
 
@@ -415,22 +420,24 @@ public struct WebSocketProtocol {
             terminate(status)
             return .closeTransport(status)
         }
-        enterCloseReceived(status, payload: WebSocketFrameSerializer.closePayload(code: error.closeCode, reason: error.description))
+        enterCloseReceived(status, replyCode: error.closeCode, replyReason: error.description)
         return .failed(status)
     }
 
     /// Stops parsing, releases the receive buffers, and keeps the close reply for `writeClose`.
-    private mutating func enterCloseReceived(_ status: WebSocketCloseStatus, payload: [UInt8]) {
+    private mutating func enterCloseReceived(_ status: WebSocketCloseStatus, replyCode: WebSocketCloseCode?, replyReason: String) {
         releaseReceiveBuffers()
         state = .closeReceived
-        closeReply = (status, payload)
+        modifyEnding { $0.closeReply = (status, replyCode, replyReason) }
     }
 
     /// Enters the terminal state and releases buffers.
     private mutating func terminate(_ status: WebSocketCloseStatus) {
         state = .closed
-        finalStatus = status
-        closeReply = nil
+        modifyEnding {
+            $0.finalStatus = status
+            $0.closeReply = nil
+        }
         releaseReceiveBuffers()
     }
 
@@ -571,12 +578,14 @@ public struct WebSocketProtocol {
         guard code.isSendable else { throw .invalidArgument }
         switch state {
         case .open:
-            writeFrame(.close, payload: WebSocketFrameSerializer.closePayload(code: code, reason: reason), into: &buffer, using: &rng)
+            WebSocketFrameSerializer.withClosePayload(code: code, reason: reason) { writeFrame(.close, payload: $0, into: &buffer, using: &rng) }
             state = .closing
             return .waitingForPeer
         case .closeReceived:
             guard let reply = closeReply else { return .alreadySent }
-            writeFrame(.close, payload: reply.payload, into: &buffer, using: &rng)
+            WebSocketFrameSerializer.withClosePayload(code: reply.code, reason: reply.reason) {
+                writeFrame(.close, payload: $0, into: &buffer, using: &rng)
+            }
             terminate(reply.status)
             return .complete(reply.status)
         case .closing, .closed:

@@ -45,7 +45,7 @@ public enum WebSocketServerHandshake {
         }
         guard let rawKey = headers.onlyValue(for: "Sec-WebSocket-Key") else { throw .badKey }
         let key = HTTPSyntax.trimmingOWS(rawKey)
-        guard Base64.decode(key)?.count == 16 else { throw .badKey }
+        guard Base64.decodedCount(key) == 16 else { throw .badKey }
         let subprotocols = headers.listElements(for: "Sec-WebSocket-Protocol")
         guard subprotocols.allSatisfy(HTTPSyntax.isToken) else { throw .badSubprotocol }
         return .upgrade(WebSocketUpgradeRequest(head: head, key: key, subprotocols: subprotocols, origin: headers["Origin"]))

@@ -39,6 +39,19 @@ struct Base64Tests {
         ]
         for string in invalid {
             #expect(Base64.decode(string) == nil, "\(string.debugDescription)")
+            #expect(Base64.decodedCount(string) == nil, "\(string.debugDescription)")
         }
+    }
+
+    /// The handshake's key check counts without decoding into memory: same verdicts as decode.
+    @Test func decodedCountAgreesWithDecode() {
+        for (plain, encoded) in Self.vectors {
+            #expect(Base64.decodedCount(encoded) == plain.utf8.count)
+        }
+        for length in 0...40 {
+            let encoded = Base64.encode((0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37) })
+            #expect(Base64.decodedCount(encoded) == length)
+        }
+        #expect(Base64.decodedCount("dGhlIHNhbXBsZSBub25jZQ==") == 16)  // RFC 6455 §1.3's key
     }
 }

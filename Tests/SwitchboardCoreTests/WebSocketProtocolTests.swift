@@ -258,6 +258,34 @@ struct WebSocketProtocolClosingTests {
         }
     }
 
+    /// The close-time state is shared between copies of a machine until one of them changes it
+    /// (copy on write): completing the handshake on one copy leaves the other in
+    /// `.closeReceived`, still owing its reply.
+    @Test func aCopiedMachineKeepsItsOwnCloseState() throws {
+        for role in roles {
+            var machine = WebSocketProtocol(role: role)
+            var rng = TestRNG()
+            let close = peerFrame(to: role, .close, WebSocketFrameSerializer.closePayload(code: .goingAway, reason: "bye"))
+            _ = collectActions(&machine, chunks: [close], rng: &rng)
+            var copy = machine
+            var out: [UInt8] = []
+            guard case .complete(let status) = try machine.writeClose(code: .normalClosure, reason: "", into: &out, using: &rng) else {
+                Issue.record("expected the handshake to complete")
+                continue
+            }
+            #expect(status == closeStatus(.goingAway, "bye"))
+            #expect(machine.state == .closed && machine.closeStatus == status)
+            #expect(copy.state == .closeReceived && copy.closeStatus == status)
+            var copyOut: [UInt8] = []
+            guard case .complete = try copy.writeClose(code: .normalClosure, reason: "", into: &copyOut, using: &rng) else {
+                Issue.record("expected the copy's handshake to complete")
+                continue
+            }
+            #expect(copyOut == ownFrame(role, .close, hex("03 E9")))
+            #expect(out == copyOut)
+        }
+    }
+
     @Test func emptyPeerCloseReportsNoStatusAndIsAnsweredWithEmptyClose() throws {
         for role in roles {
             let status = closeStatus(.noStatusReceived)

@@ -202,18 +202,21 @@ public actor WebSocketConnection: EventLoopTimerTarget {
         // A callback answers synchronously and cannot wait for room: the channel stops reading
         // while the outbound queue is above its high-water mark instead.
         channel.pausesReadingAboveHighWaterMark = callbacks != nil
-        assumeIsolated { conn in
-            conn.callbacksBox = callbacks
-            conn.startKeepalive()
-            conn.startAuthenticationExpiry(authenticationExpiresAt)
-            do {
-                try callbacks?.callbacks.onOpen?(conn)
-            } catch {
-                conn.callbackThrew(error)
-            }
-            if !leftover.isEmpty {
-                leftover.withUnsafeBytes { conn.handleRead($0) }
-            }
+        Self.startEntry(self, (leftover, callbacks, authenticationExpiresAt))
+    }
+
+    private static let startEntry = ConnectionLoopEntry<([UInt8], WebSocketCallbacksBox?, Date?)> { conn, arguments in
+        let (leftover, callbacks, authenticationExpiresAt) = arguments
+        conn.callbacksBox = callbacks
+        conn.startKeepalive()
+        conn.startAuthenticationExpiry(authenticationExpiresAt)
+        do {
+            try callbacks?.callbacks.onOpen?(conn)
+        } catch {
+            conn.callbackThrew(error)
+        }
+        if !leftover.isEmpty {
+            leftover.withUnsafeBytes { conn.handleRead($0) }
         }
     }
 
@@ -437,14 +440,16 @@ public actor WebSocketConnection: EventLoopTimerTarget {
     /// target the connection, so that neither needs a closure; the one that fired has let go
     /// of its target.
     nonisolated func timerFired() {
-        assumeIsolated { conn in
-            if conn.authenticationTimerFired {
-                conn.authenticationTimerTick()
-            }
-            if conn.keepaliveTimer?.isCancelled ?? false {
-                conn.keepaliveTimer = nil
-                conn.keepaliveTick()
-            }
+        Self.timerEntry(self, ())
+    }
+
+    private static let timerEntry = ConnectionLoopEntry<Void> { conn, _ in
+        if conn.authenticationTimerFired {
+            conn.authenticationTimerTick()
+        }
+        if conn.keepaliveTimer?.isCancelled ?? false {
+            conn.keepaliveTimer = nil
+            conn.keepaliveTick()
         }
     }
 
@@ -481,16 +486,19 @@ public actor WebSocketConnection: EventLoopTimerTarget {
 
 extension WebSocketConnection: SocketChannelDelegate {
     nonisolated func channelRead(_ bytes: UnsafeRawBufferPointer) {
-        // Safety: the buffer is only used synchronously, on this loop thread, during the call.
-        nonisolated(unsafe) let bytes = bytes
-        assumeIsolated { $0.handleRead(bytes) }
+        // The buffer is only used synchronously, on this loop thread, during the call.
+        Self.readEntry(self, bytes)
     }
 
+    private static let readEntry = ConnectionLoopEntry<UnsafeRawBufferPointer> { $0.handleRead($1) }
+
     nonisolated func channelEOF() {
-        assumeIsolated { conn in
-            conn.channel.close()
-            conn.transportDidClose()
-        }
+        Self.eofEntry(self, ())
+    }
+
+    private static let eofEntry = ConnectionLoopEntry<Void> { conn, _ in
+        conn.channel.close()
+        conn.transportDidClose()
     }
 
     nonisolated func channelFailed(_ error: SwitchboardError) {

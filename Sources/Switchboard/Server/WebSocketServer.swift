@@ -431,20 +431,30 @@ public final class WebSocketServer: Sendable {
         counters.sockets.wrappingAdd(1, ordering: .relaxed)
         Socket.setNoDelay(fd)
         let loop = group.next()
-        let server = self
-        loop.execute {
-            var session: TLSSession?
-            if let tls {
-                session = try? TLSSession(serverWith: tls)
-                if session == nil {
-                    Socket.close(fd)
-                    server.socketReleased(from: address)
-                    return
-                }
-            }
-            let channel = SocketChannel(loop: loop, fd: fd, tls: session)
-            ServerHandshakeHandler(server: server, channel: channel, peer: address, remote: peer).start()
+        // On the accepting loop's own thread (one loop, or the group handed this socket back to
+        // it) the connection starts here: no closure to queue and run later.
+        if loop.inEventLoop {
+            startConnection(fd, peer: address, remote: peer, loop: loop, tls: tls)
+            return
         }
+        let server = self
+        loop.execute { server.startConnection(fd, peer: address, remote: peer, loop: loop, tls: tls) }
+    }
+
+    /// Starts an admitted socket's handshake on `loop` (its thread).
+    private func startConnection(_ fd: Int32, peer address: PeerAddressKey?, remote: SocketAddress, loop: EventLoop,
+                                 tls: TLSContext?) {
+        var session: TLSSession?
+        if let tls {
+            session = try? TLSSession(serverWith: tls)
+            if session == nil {
+                Socket.close(fd)
+                socketReleased(from: address)
+                return
+            }
+        }
+        let channel = SocketChannel(loop: loop, fd: fd, tls: session)
+        ServerHandshakeHandler(server: self, channel: channel, peer: address, remote: remote).start()
     }
 
     /// Refuses a socket just accepted (counted as a rejection; it never counted toward the caps).
