@@ -22,37 +22,45 @@ package enum Base64 {
 
     /// ``encode(_:)`` over contiguous bytes, written straight into the string's storage.
     package static func encode(buffer input: UnsafeRawBufferPointer) -> String {
-        let outputCount = (input.count + 2) / 3 * 4
+        String(unsafeUninitializedCapacity: encodedCount(input.count)) { encode(input, into: $0) }
+    }
+
+    /// The length of the encoding of `count` bytes.
+    package static func encodedCount(_ count: Int) -> Int { (count + 2) / 3 * 4 }
+
+    /// Writes the encoding of `input` to the start of `output`, which holds at least
+    /// ``encodedCount(_:)`` bytes; returns that count.
+    package static func encode(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        let outputCount = encodedCount(input.count)
+        precondition(output.count >= outputCount, "Base64.encode: output too small")
         return alphabetText.withUTF8Buffer { table in
-            String(unsafeUninitializedCapacity: outputCount) { output in
-                var i = 0, o = 0
-                while input.count - i >= 3 {
-                    let b0 = input[i], b1 = input[i + 1], b2 = input[i + 2]
-                    output[o] = table[Int(b0 >> 2)]
-                    output[o + 1] = table[Int((b0 & 0x03) << 4 | b1 >> 4)]
-                    output[o + 2] = table[Int((b1 & 0x0F) << 2 | b2 >> 6)]
-                    output[o + 3] = table[Int(b2 & 0x3F)]
-                    i += 3
-                    o += 4
-                }
-                switch input.count - i {
-                case 1:
-                    let b0 = input[i]
-                    output[o] = table[Int(b0 >> 2)]
-                    output[o + 1] = table[Int((b0 & 0x03) << 4)]
-                    output[o + 2] = UInt8(ascii: "=")
-                    output[o + 3] = UInt8(ascii: "=")
-                case 2:
-                    let b0 = input[i], b1 = input[i + 1]
-                    output[o] = table[Int(b0 >> 2)]
-                    output[o + 1] = table[Int((b0 & 0x03) << 4 | b1 >> 4)]
-                    output[o + 2] = table[Int((b1 & 0x0F) << 2)]
-                    output[o + 3] = UInt8(ascii: "=")
-                default:
-                    break
-                }
-                return outputCount
+            var i = 0, o = 0
+            while input.count - i >= 3 {
+                let b0 = input[i], b1 = input[i + 1], b2 = input[i + 2]
+                output[o] = table[Int(b0 >> 2)]
+                output[o + 1] = table[Int((b0 & 0x03) << 4 | b1 >> 4)]
+                output[o + 2] = table[Int((b1 & 0x0F) << 2 | b2 >> 6)]
+                output[o + 3] = table[Int(b2 & 0x3F)]
+                i += 3
+                o += 4
             }
+            switch input.count - i {
+            case 1:
+                let b0 = input[i]
+                output[o] = table[Int(b0 >> 2)]
+                output[o + 1] = table[Int((b0 & 0x03) << 4)]
+                output[o + 2] = UInt8(ascii: "=")
+                output[o + 3] = UInt8(ascii: "=")
+            case 2:
+                let b0 = input[i], b1 = input[i + 1]
+                output[o] = table[Int(b0 >> 2)]
+                output[o + 1] = table[Int((b0 & 0x03) << 4 | b1 >> 4)]
+                output[o + 2] = table[Int((b1 & 0x0F) << 2)]
+                output[o + 3] = UInt8(ascii: "=")
+            default:
+                break
+            }
+            return outputCount
         }
     }
 

@@ -54,7 +54,22 @@ public enum WebSocketServerHandshake {
     /// `base64(SHA-1(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))` (RFC 6455 §4.2.2 item 5.4).
     /// `key` is used exactly as given (the base64 text, not its decoding).
     public static func acceptValue(forKey key: String) -> String {
-        // The key, the GUID and the digest side by side on the stack: no array per handshake.
+        withAcceptDigest(forKey: key) { Base64.encode(buffer: $0) }
+    }
+
+    /// Appends ``acceptValue(forKey:)``'s 28 ASCII bytes to `output`, without a string between.
+    static func appendAcceptValue(forKey key: String, to output: inout [UInt8]) {
+        withAcceptDigest(forKey: key) { digest in
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Base64.encodedCount(digest.count)) { text in
+                let count = Base64.encode(digest, into: text)
+                output.append(contentsOf: UnsafeBufferPointer(rebasing: text[0..<count]))
+            }
+        }
+    }
+
+    /// SHA-1 of the key and the GUID, lent to `body`: the key, the GUID and the digest side by
+    /// side on the stack, no array per handshake.
+    private static func withAcceptDigest<R>(forKey key: String, _ body: (UnsafeRawBufferPointer) -> R) -> R {
         let keyBytes = key.utf8, guid = acceptGUID.utf8
         let inputCount = keyBytes.count + guid.count
         return withUnsafeTemporaryAllocation(byteCount: inputCount + 20, alignment: 4) { buffer in
@@ -62,7 +77,7 @@ public enum WebSocketServerHandshake {
             UnsafeMutableRawBufferPointer(rebasing: buffer[keyBytes.count..<inputCount]).copyBytes(from: guid)
             let digest = UnsafeMutableRawBufferPointer(rebasing: buffer[inputCount...])
             SHA1.hash(UnsafeRawBufferPointer(rebasing: buffer[0..<inputCount]), into: digest)
-            return Base64.encode(buffer: UnsafeRawBufferPointer(digest))
+            return body(UnsafeRawBufferPointer(digest))
         }
     }
 
@@ -96,7 +111,7 @@ public enum WebSocketServerHandshake {
         var response: [UInt8] = []
         response.reserveCapacity(160)
         response += "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ".utf8
-        response += acceptValue(forKey: request.key).utf8
+        appendAcceptValue(forKey: request.key, to: &response)
         response += "\r\n".utf8
         if let subprotocol {
             response += "Sec-WebSocket-Protocol: ".utf8

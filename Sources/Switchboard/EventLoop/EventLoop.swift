@@ -57,6 +57,8 @@ public final class EventLoop: @unchecked Sendable {
     private var freeSlots: [Int] = []
     private var timers = TimerHeap()
     private var flushQueue: [EventLoopFlushable] = []
+    /// The flushes `runFlushes` is running (empty between runs; its capacity is kept).
+    private var flushing: [EventLoopFlushable] = []
     private var localJobs: [UnownedJob] = []
     private var running = true
     /// One large read buffer shared by every connection on this loop (loop-confined).
@@ -335,10 +337,11 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     private func runFlushes() {
+        // Two arrays taking turns, each keeping its capacity: no allocation per loop iteration.
         while !flushQueue.isEmpty {
-            let queue = flushQueue
-            flushQueue = []
-            for f in queue { f.flushAtEndOfIteration() }
+            swap(&flushQueue, &flushing)
+            for f in flushing { f.flushAtEndOfIteration() }
+            flushing.removeAll(keepingCapacity: true)
         }
     }
 
