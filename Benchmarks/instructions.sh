@@ -21,13 +21,18 @@
 #                    the receiving loop) against uws-echo when found (else echo-server):
 #                    instructions of the client per line
 #
+# COUNT=allocations counts calls to libc's malloc instead (a uprobe: `perf probe -x <libc> malloc`,
+# set up here, which needs root): the guard on a machine without hardware counters (a VM without
+# a PMU, where perf prints "<not supported>" for instructions), and the figure an allocation
+# change moves. Every Swift object, closure context and array growth is one call.
+#
 # Each path runs twice, for DURATION_A and DURATION_B seconds; the figure is the slope
 #   (instructions_B − instructions_A) / (units_B − units_A),
 # so start-up, connection set-up and shutdown cancel out. The driver counts the units (messages,
 # cycles, lines) in its measured window, which here is the whole run (--warmup 0). Servers on
 # CPU 0, drivers on CPU 1, as in run.sh.
 #
-# Usage: Benchmarks/instructions.sh [path ...]   (default: all)
+# Usage: [COUNT=instructions|allocations] Benchmarks/instructions.sh [path ...]   (default: all)
 # Settings (environment): SWITCHBOARD_BIN=<folder with a release echo-server> (default: this
 # checkout's .build/release, built here), CLIENT_BIN=<folder with a release client-bench>
 # (default: this package's, built here), DURATION_A=2 DURATION_B=6, UWS_DIR (default
@@ -39,9 +44,23 @@ root="$(cd "$here/.." && pwd)"
 say() { echo "instructions.sh: $*" >&2; }
 
 command -v perf >/dev/null 2>&1 || { say "perf is missing (apt-get install linux-perf)"; exit 1; }
-# perf may run yet report "<not supported>" (a virtual machine without a PMU): a count must be a number.
-perf stat -x, -e instructions:u true 2>&1 | grep -q '^[0-9][0-9]*,' ||
-    { say "perf cannot count instructions on this machine (no hardware counters: a VM without a PMU, or perf_event_paranoid)"; exit 1; }
+COUNT=${COUNT:-instructions}
+case "$COUNT" in
+    instructions)
+        events=instructions:u,instructions:k
+        # perf may run yet report "<not supported>" (a virtual machine without a PMU): a count must be a number.
+        perf stat -x, -e instructions:u true 2>&1 | grep -q '^[0-9][0-9]*,' ||
+            { say "perf cannot count instructions on this machine (no hardware counters: a VM without a PMU, or perf_event_paranoid); COUNT=allocations works without them"; exit 1; } ;;
+    allocations)
+        events=probe_libc:malloc
+        libc=$(ldconfig -p | awk '/libc\.so\.6 .*x86-64|libc\.so\.6 .*AArch64/ {print $NF; exit}')
+        [ -n "$libc" ] || libc=$(ldconfig -p | awk '/libc\.so\.6/ {print $NF; exit}')
+        perf stat -x, -e probe_libc:malloc true >/dev/null 2>&1 || perf probe -q -x "$libc" malloc >/dev/null 2>&1 ||
+            { say "cannot set a uprobe on malloc in $libc (needs root and uprobes)"; exit 1; }
+        perf stat -x, -e probe_libc:malloc true 2>&1 | grep -q '^[0-9][0-9]*,' ||
+            { say "the malloc uprobe counts nothing here"; exit 1; } ;;
+    *) say "COUNT is instructions or allocations, not $COUNT"; exit 2 ;;
+esac
 DURATION_A=${DURATION_A:-2}
 DURATION_B=${DURATION_B:-6}
 OUT=${OUT:-$(mktemp -d /tmp/switchboard-instructions.XXXXXX)}
@@ -80,7 +99,7 @@ start_echo_server() {  # api out-file [native]
     if [ "${3:-}" = native ]; then
         taskset -c 0 "$sbbin/echo-server" --port 0 --loops 1 --api "$1" > "$log" 2>&1 &
     else
-        taskset -c 0 perf stat -x, -e instructions:u,instructions:k -o "$2" \
+        taskset -c 0 perf stat -x, -e "$events" -o "$2" \
             "$sbbin/echo-server" --port 0 --loops 1 --api "$1" > "$log" 2>&1 &
     fi
     pid=$!
@@ -103,9 +122,14 @@ stop_server() {
     pid=""
 }
 
-# "user kernel" instruction counts from a perf stat -x, file.
+# "user kernel" counts from a perf stat -x, file (allocations: "calls 0").
 instructions() {
     local u k
+    if [ "$COUNT" = allocations ]; then
+        u=$(awk -F, '$3 ~ /^probe_libc:malloc/ {print $1}' "$1")
+        echo "${u:-0} 0"
+        return
+    fi
     u=$(awk -F, '$3 ~ /^instructions:u/ {print $1}' "$1")
     k=$(awk -F, '$3 ~ /^instructions:k/ {print $1}' "$1")
     echo "${u:-0} ${k:-0}"
@@ -144,7 +168,7 @@ run_reply_path() {  # duration → "user kernel units"
         start_echo_server callbacks "" native
         echo_pid=$pid echo_port=$port pid=""
     fi
-    out=$(taskset -c 1 perf stat -x, -e instructions:u,instructions:k -o "$file" "$clientbin/client-bench" \
+    out=$(taskset -c 1 perf stat -x, -e "$events" -o "$file" "$clientbin/client-bench" \
         --mode reply --port "$echo_port" --size 60 --window 64 --duration "$duration" --warmup 0 2>&1) || true
     kill -TERM "$echo_pid" 2>/dev/null || true
     wait "$echo_pid" 2>/dev/null || true
@@ -153,8 +177,13 @@ run_reply_path() {  # duration → "user kernel units"
     echo "$(instructions "$file") $units"
 }
 
-echo "| path | unit | user instructions per unit | kernel instructions per unit | units (runs A, B) |"
-echo "|---|---|---:|---:|---|"
+if [ "$COUNT" = allocations ]; then
+    echo "| path | unit | mallocs per unit | units (runs A, B) |"
+    echo "|---|---|---:|---|"
+else
+    echo "| path | unit | user instructions per unit | kernel instructions per unit | units (runs A, B) |"
+    echo "|---|---|---:|---:|---|"
+fi
 for p in "${paths[@]}"; do
     case "$p" in
         echo-callbacks) unit=message; a=$(run_server_path callbacks echo "$DURATION_A"); b=$(run_server_path callbacks echo "$DURATION_B") ;;
@@ -167,6 +196,10 @@ for p in "${paths[@]}"; do
     read -r ua ka na <<< "$a"
     read -r ub kb nb <<< "$b"
     if [ "$nb" -le "$na" ]; then say "$p: the longer run counted no more units ($na, $nb)"; exit 1; fi
-    echo "| $p | $unit | $(( (ub - ua) / (nb - na) )) | $(( (kb - ka) / (nb - na) )) | $na, $nb |"
+    if [ "$COUNT" = allocations ]; then
+        echo "| $p | $unit | $(awk -v a="$ua" -v b="$ub" -v m="$na" -v n="$nb" 'BEGIN {printf "%.2f", (b - a) / (n - m)}') | $na, $nb |"
+    else
+        echo "| $p | $unit | $(( (ub - ua) / (nb - na) )) | $(( (kb - ka) / (nb - na) )) | $na, $nb |"
+    fi
 done
 say "perf's files in $OUT"

@@ -94,7 +94,7 @@ struct HTTPHeadScanner<Kind: HTTPHeadKind>: Sendable {
             if !content.isEmpty {
                 self.startLine = try Kind.parseStartLine(content)
                 // One allocation for a usual head's fields, not one per doubling (1, 2, 4, 8…).
-                headers.reserveCapacity(min(limits.maxHeaderCount, Self.usualFieldCount))
+                headers.reserveCapacity(max(0, min(limits.maxHeaderCount, Self.usualFieldCount)))
             }
             return nil
         }

@@ -431,12 +431,9 @@ public final class WebSocketServer: Sendable {
         counters.sockets.wrappingAdd(1, ordering: .relaxed)
         Socket.setNoDelay(fd)
         let loop = group.next()
-        // On the accepting loop's own thread (one loop, or the group handed this socket back to
-        // it) the connection starts here: no closure to queue and run later.
-        if loop.inEventLoop {
-            startConnection(fd, peer: address, remote: peer, loop: loop, tls: tls)
-            return
-        }
+        // Always queued, even on the accepting loop's own thread: registered from inside this
+        // batch of epoll events, the new socket could take the slot of a connection closed
+        // earlier in the batch whose own event is still to come, and receive that event.
         let server = self
         loop.execute { server.startConnection(fd, peer: address, remote: peer, loop: loop, tls: tls) }
     }
