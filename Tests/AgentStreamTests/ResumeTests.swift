@@ -175,7 +175,11 @@ struct ResumeTests {
     /// lost when it resumes.
     @Test func aClientThatStopsReadingIsClosedAndToldWhatItLost() async throws {
         let server = try await AgentServerProcess(["--agent-command", "python3 -u \(AgentServerProcess.fakeAgent.path)",
-                                                   "--resume-buffer", "50"])
+                                                   "--resume-buffer", "50",
+                                                   // The session must outlive the flood however slow the
+                                                   // machine (run Q, ThreadSanitizer: the default 30 s ran out
+                                                   // before the turn finished: session_not_found).
+                                                   "--resume-grace", "600"])
         let session = UUID().uuidString
         var endpoint = try server.endpoint(session: session)
         let channel = try await Channel.connect(endpoint)
@@ -197,7 +201,7 @@ struct ResumeTests {
     /// buffer overruns again before its writer has sent anything (the close comes after).
     @Test func resumingIntoAFloodIsToldFirst() async throws {
         let server = try await AgentServerProcess(["--agent-command", "python3 -u \(AgentServerProcess.fakeAgent.path)",
-                                                   "--resume-buffer", "50"])
+                                                   "--resume-buffer", "50", "--resume-grace", "600"])
         var endpoint = try server.endpoint()
         let channel = try await Channel.connect(endpoint)
         try await channel.send(.message(content: "flood 40000"))
