@@ -98,7 +98,7 @@ struct ClusterPublishLanesTests {
     /// within the bounds.
     @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
     func randomInterleavingsSendEachPublishOnceInOrderWithOneDrainerPerLane(seed: UInt64) {
-        var random = SplitMix64(seed: seed)
+        var random = RedisClusterSlotMapTests.SplitMix64(state: seed)
         let maximumCount = 8, maximumBytes = 60
         var lanes = ClusterPublishLanes<Int>(maximumCount: maximumCount, maximumBytes: maximumBytes)
         var drainers: [Int: Int] = [:]  // slot → the publish its drainer is sending
@@ -160,18 +160,5 @@ struct ClusterPublishLanesTests {
         let all = sent.values.flatMap { $0 }
         #expect(Set(all).count == all.count, "a publish sent twice")
         #expect(Set(all).isDisjoint(with: evictedIDs))
-    }
-}
-
-/// SplitMix64: a small seeded generator, so the random interleavings are the same on every run.
-private struct SplitMix64 {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
