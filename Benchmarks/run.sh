@@ -17,7 +17,8 @@
 # "switchboard" is echo-server with callback routes (WebSocketCallbacks: no task per
 # connection), "switchboard-tasks" the same server with a task per connection iterating
 # messages(); "nio" a raw SwiftNIO NIOWebSocket handler; "hummingbird" Hummingbird 2's
-# WebSocket router; "python" websockets 17 (asyncio).
+# WebSocket router; "python" websockets 17 (asyncio); "switchboard-uring" and
+# "switchboard-tasks-uring" the first two on the io_uring event loop (SWITCHBOARD_EVENT_LOOP=io_uring).
 #
 # Compression (permessage-deflate, RFC 7692): the echo-json-* scenarios send JSON-like text
 # messages of 1 KiB (loadgen --payload json); echo-json-1KiB-100c uncompressed (the baseline,
@@ -154,9 +155,9 @@ CLIENT_SCENARIOS=${CLIENT_SCENARIOS:-$(echo "$CLIENT_ALL_SCENARIOS" | grep -v '|
 supports() {  # server scenario
     case "$2" in
         fanout-redis-*) return 1 ;;  # its own section and table, after the server rounds
-        fanout-*) case "$1" in switchboard|switchboard-tasks|base|base-tasks|uws) return 0 ;; *) return 1 ;; esac ;;  # others: echo only
-        tls-*) case "$1" in switchboard|switchboard-tasks|base|base-tasks|python) return 0 ;; *) return 1 ;; esac ;;  # NIO peers: no swift-nio-ssl; uws: built without TLS
-        *-deflate-*) case "$1" in switchboard|switchboard-tasks|base|base-tasks|uws|python) return 0 ;; *) return 1 ;; esac ;;  # NIO peers: no permessage-deflate
+        fanout-*) case "$1" in switchboard|switchboard-tasks|switchboard-uring|switchboard-tasks-uring|base|base-tasks|uws) return 0 ;; *) return 1 ;; esac ;;  # others: echo only
+        tls-*) case "$1" in switchboard|switchboard-tasks|switchboard-uring|switchboard-tasks-uring|base|base-tasks|python) return 0 ;; *) return 1 ;; esac ;;  # NIO peers: no swift-nio-ssl; uws: built without TLS
+        *-deflate-*) case "$1" in switchboard|switchboard-tasks|switchboard-uring|switchboard-tasks-uring|base|base-tasks|uws|python) return 0 ;; *) return 1 ;; esac ;;  # NIO peers: no permessage-deflate
         *) return 0 ;;
     esac
 }
@@ -277,6 +278,8 @@ start_server() {  # name tls(0|1) [variant: fanout (uws runs uws-fanout), shared
             UWS_COMPRESSION=$uwscomp PORT=$picked_port taskset -c 0 "$uwsdir/$uwsbin" >"$log" 2>&1 & ;;
         switchboard) taskset -c 0 "$sbbin/echo-server" --port 0 --loops 1 --api callbacks "${tlsargs[@]}" "${sbargs[@]}" >"$log" 2>&1 & ;;
         switchboard-tasks) taskset -c 0 "$sbbin/echo-server" --port 0 --loops 1 --api tasks "${tlsargs[@]}" "${sbargs[@]}" >"$log" 2>&1 & ;;
+        switchboard-uring) SWITCHBOARD_EVENT_LOOP=io_uring taskset -c 0 "$sbbin/echo-server" --port 0 --loops 1 --api callbacks "${tlsargs[@]}" "${sbargs[@]}" >"$log" 2>&1 & ;;
+        switchboard-tasks-uring) SWITCHBOARD_EVENT_LOOP=io_uring taskset -c 0 "$sbbin/echo-server" --port 0 --loops 1 --api tasks "${tlsargs[@]}" "${sbargs[@]}" >"$log" 2>&1 & ;;
         base) taskset -c 0 "$basebin/echo-server" --port 0 --loops 1 --api callbacks "${tlsargs[@]}" "${sbargs[@]}" >"$log" 2>&1 & ;;
         base-tasks) taskset -c 0 "$basebin/echo-server" --port 0 --loops 1 --api tasks "${tlsargs[@]}" "${sbargs[@]}" >"$log" 2>&1 & ;;
         nio) taskset -c 0 "$bin/nio-echo-server" --port 0 --loops 1 >"$log" 2>&1 & ;;

@@ -17,4 +17,6 @@ int switchboard_accept_nonblocking(int fd, struct sockaddr *addr, socklen_t *len
 uint64_t switchboard_secure_random_u64(int *ok);
 // TLS (OpenSSL macro wrappers).
 #include "CSwitchboardTLSShims.h"
+// io_uring (Linux).
+#include "CSwitchboardURing.h"
 #endif

@@ -68,7 +68,7 @@ enum OutboundStatus: Equatable {
 /// peer acknowledged any of what the kernel holds; after more than four checks without
 /// progress the TCP connection is reset (``timerFired()``).
 /// Writes only clear a counter: the fast path (a flush that writes everything) arms nothing.
-final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTimerTarget, @unchecked Sendable {
+final class SocketChannel: EventLoopReceiver, EventLoopFlushable, EventLoopTimerTarget, @unchecked Sendable {
     // Safety: every member is touched only on `loop`'s thread (asserted in debug builds).
 
     // Stored properties are ordered, and sized, so that the object stays small: an idle
@@ -128,6 +128,8 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
     /// had, so the object is no larger than before: a connection that keeps up carries none
     /// of it.
     private var blockedState: BlockedWriteState?
+    /// io_uring only: what the receive completed after reading stopped (see ``HeldInput``).
+    private var heldInput: HeldInput?
 
     /// The queue's water marks and limit, shared by every connection with the same settings.
     var limits = OutboundLimits.default {
@@ -160,7 +162,7 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
     /// `tlsReady` is called once it completes (nil) or fails (the error; the channel is closed).
     func activate(tlsReady: ((SwitchboardError?) -> Void)? = nil) throws(SocketError) {
         registeredInterest = interest
-        slotIndex = Int32(truncatingIfNeeded: try loop.register(fd: fd, events: registeredInterest, handler: self))
+        slotIndex = Int32(truncatingIfNeeded: try loop.register(fd: fd, events: registeredInterest, handler: self, receiver: self))
         if let tlsState {
             tlsState.handshakeCompletion = tlsReady
             driveTLSHandshake()
@@ -293,6 +295,10 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
     /// Bounded: while reading is stopped the socket is not read, so what waits is at most what
     /// one read brought.
     private func deliverBufferedTLSInputSoon() {
+        if heldInput != nil, reading {
+            loop.execute { [self] in deliverHeldInput() }
+            return
+        }
         guard reading, tlsHandshakeDone, let tls, tls.hasBufferedInput else { return }
         loop.execute { [self] in
             guard reading, !isClosed, !peerClosedRead, let tls = self.tls else { return }
@@ -637,16 +643,7 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
             let buffer = loop.readBuffer
             switch Socket.read(fd, into: buffer) {
             case .bytes(let n):
-                if let tls {
-                    tls.receiveCiphertext(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
-                    if !tlsHandshakeDone {
-                        driveTLSHandshake()
-                        guard tlsHandshakeDone, !isClosed else { return }
-                    }
-                    if !deliverPlaintext(from: tls) { return }
-                } else {
-                    delegate?.channelRead(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
-                }
+                if !consume(UnsafeRawBufferPointer(rebasing: buffer[..<n])) { return }
                 if n < buffer.count { return }
             case .wouldBlock:
                 return
@@ -656,6 +653,80 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
             case .failed(let e):
                 fail(.io(SocketError(errno: e, operation: "read")))
                 return
+            }
+        }
+    }
+
+    /// Hands bytes read from the socket on (decrypted first with TLS); returns false when the
+    /// channel ended or is still in its TLS handshake.
+    private func consume(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        if let tls {
+            tls.receiveCiphertext(bytes)
+            if !tlsHandshakeDone {
+                driveTLSHandshake()
+                guard tlsHandshakeDone, !isClosed else { return false }
+            }
+            return deliverPlaintext(from: tls)
+        }
+        delegate?.channelRead(bytes)
+        return !isClosed
+    }
+
+    // MARK: Receiving (io_uring)
+
+    /// Bytes the loop's multishot receive brought (``EventLoopReceiver``). Delivered at once
+    /// while reading is on; otherwise held until it resumes (the loop is cancelling the receive:
+    /// only what was already in flight gets here).
+    func handleReceived(_ bytes: UnsafeRawBufferPointer) {
+        guard !isClosed else { return }
+        if reading && heldInput == nil {
+            _ = consume(bytes)
+            return
+        }
+        hold().bytes.append(contentsOf: bytes)
+        if reading { deliverHeldInput() }
+    }
+
+    /// The receive ended with the peer's EOF (0) or an error; after what is held, if any.
+    func handleReceiveEnded(errno: Int32) {
+        guard !isClosed else { return }
+        if reading && heldInput == nil {
+            endReceive(errno: errno)
+            return
+        }
+        hold().end = errno
+        if reading { deliverHeldInput() }
+    }
+
+    private func hold() -> HeldInput {
+        if let heldInput { return heldInput }
+        let held = HeldInput()
+        heldInput = held
+        return held
+    }
+
+    private func endReceive(errno: Int32) {
+        if errno == 0 {
+            peerEOF()
+        } else {
+            fail(.io(SocketError(errno: errno, operation: "read")))
+        }
+    }
+
+    /// Delivers what was held while reading was stopped, in one piece (as one `read` would
+    /// have), then how the receive ended if it did.
+    private func deliverHeldInput() {
+        guard reading, !isClosed, let held = heldInput else { return }
+        heldInput = nil
+        if !held.bytes.isEmpty {
+            _ = held.bytes.withUnsafeBytes { consume($0) }
+            guard !isClosed else { return }
+        }
+        if let end = held.end {
+            if reading {
+                endReceive(errno: end)
+            } else {
+                hold().end = end
             }
         }
     }
@@ -745,6 +816,7 @@ final class SocketChannel: EventLoopIOHandler, EventLoopFlushable, EventLoopTime
         if slot >= 0 { loop.deregister(fd: fd, slot: slot) }
         Socket.close(fd)
         tlsState = nil
+        heldInput = nil
         queue.removeAll()
         delegate = nil
     }
@@ -776,6 +848,17 @@ final class BlockedWriteState {
     /// The kernel's unacknowledged bytes at the last write-stall check (-1: unknown): a peer
     /// that reads shrinks it even while the socket stays too full to wake us for writing.
     var kernelQueuedAtCheck: Int32 = -1
+}
+
+/// io_uring: what a channel's receive completed after its reading stopped (its owner's inbound
+/// queue is full, or its outbound side paused it), until reading resumes. Bounded: reading
+/// stopped cancels the receive, so what arrives is what was already in flight — at most the
+/// loop's provided buffers (``IOURingDriver/bufferCount`` × ``IOURingDriver/bufferSize``,
+/// 4 MiB) — and the end (EOF or an error).
+final class HeldInput {
+    var bytes: [UInt8] = []
+    /// How the receive ended (0: EOF; else errno), once it has.
+    var end: Int32?
 }
 
 /// A TLS channel's session and the state only TLS needs, kept out of ``SocketChannel`` itself

@@ -45,8 +45,15 @@ public final class EventLoop: @unchecked Sendable {
     private let fallback = DispatchQueue(label: "switchboard.loop.stopped")
     private let isStopped = Atomic<Bool>(false)
 
+    /// How this loop waits (``EventLoopBackend/epoll`` or ``EventLoopBackend/ioUring``).
+    public let backend: EventLoopBackend
+    /// The epoll instance (-1 with io_uring).
     let epollFD: Int32
     private let wakeFD: Int32
+    /// The io_uring backend's ring and registrations (loop-confined; set up by the loop thread).
+    private var ring: IOURingDriver?
+    /// Why the loop thread could not set its ring up (0: it did).
+    private let startFailure = Atomic<Int32>(0)
     private let shared = Locked(Shared())
     private let threadID = Atomic<UInt>(0)
     /// Human-readable name, used for the thread name and in logs.
@@ -81,14 +88,16 @@ public final class EventLoop: @unchecked Sendable {
     /// on first use).
     let deflateStreams = PerMessageDeflateSharedStreams()
 
-    init(name: String) throws(SocketError) {
+    /// `backend` is ``EventLoopBackend/epoll`` or ``EventLoopBackend/ioUring`` (resolved).
+    init(name: String, backend: EventLoopBackend = .epoll) throws(SocketError) {
         self.name = name
-        let ep = epoll_create1(Int32(EPOLL_CLOEXEC))
-        guard ep >= 0 else { throw SocketError(errno: errno, operation: "epoll_create1") }
+        self.backend = backend
+        let ep = backend == .ioUring ? -1 : epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard backend == .ioUring || ep >= 0 else { throw SocketError(errno: errno, operation: "epoll_create1") }
         let ev = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
         guard ev >= 0 else {
             let e = errno
-            close(ep)
+            if ep >= 0 { close(ep) }
             throw SocketError(errno: e, operation: "eventfd")
         }
         epollFD = ep
@@ -97,15 +106,19 @@ public final class EventLoop: @unchecked Sendable {
         readBuffer = UnsafeMutableRawBufferPointer(
             rebasing: readBufferBase[Self.readBufferPageOffset..<(Self.readBufferPageOffset + Self.readBufferSize)])
         tlsPlaintextBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
-        var event = epoll_event()
-        event.events = SystemConstants.epollIn
-        event.data.u64 = UInt64.max
-        _ = epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event)
+        if ep >= 0 {
+            var event = epoll_event()
+            event.events = SystemConstants.epollIn
+            event.data.u64 = UInt64.max
+            _ = epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event)
+        }
         let thread = Thread { [unowned self] in self.run() }
         thread.name = name
         thread.stackSize = 1 << 20
         thread.start()
         while threadID.load(ordering: .acquiring) == 0 { sched_yield() }
+        let failure = startFailure.load(ordering: .acquiring)
+        if failure != 0 { throw SocketError(errno: failure, operation: "io_uring_setup") }
     }
 
     deinit {
@@ -168,7 +181,9 @@ public final class EventLoop: @unchecked Sendable {
     // MARK: Registration (loop thread only)
 
     /// Registers `fd` for the given epoll events; returns a token for `modify`/`deregister`.
-    func register(fd: Int32, events: UInt32, handler: EventLoopIOHandler) throws(SocketError) -> Int {
+    /// With io_uring, a `receiver` gets its bytes from a multishot receive instead of `EPOLLIN`
+    /// readiness (``EventLoopReceiver``); with epoll it is not used.
+    func register(fd: Int32, events: UInt32, handler: EventLoopIOHandler, receiver: EventLoopReceiver? = nil) throws(SocketError) -> Int {
         assertInEventLoop()
         let slot: Int
         if let free = freeSlots.popLast() {
@@ -178,6 +193,12 @@ public final class EventLoop: @unchecked Sendable {
             slot = handlers.count
             handlers.append(handler)
         }
+        #if os(Linux)
+        if let ring {
+            ring.register(slot: slot, fd: fd, events: events, receiver: receiver)
+            return slot
+        }
+        #endif
         var event = epoll_event()
         event.events = events
         event.data.u64 = UInt64(slot)
@@ -192,6 +213,12 @@ public final class EventLoop: @unchecked Sendable {
 
     func modify(fd: Int32, slot: Int, events: UInt32) {
         assertInEventLoop()
+        #if os(Linux)
+        if let ring {
+            ring.modify(slot: slot, events: events)
+            return
+        }
+        #endif
         var event = epoll_event()
         event.events = events
         event.data.u64 = UInt64(slot)
@@ -201,12 +228,21 @@ public final class EventLoop: @unchecked Sendable {
     /// Removes `fd` from the poller. Call before closing the descriptor.
     func deregister(fd: Int32, slot: Int) {
         assertInEventLoop()
+        #if os(Linux)
+        if let ring {
+            if slot >= 0 { ring.deregister(slot: slot) }
+        } else {
+            _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, nil)
+        }
+        #else
         _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, nil)
+        #endif
         if slot >= 0, slot < handlers.count {
             handlers[slot] = nil
             freeSlots.append(slot)
         }
     }
+
 
     /// Asks for `flushable.flushAtEndOfIteration()` once this iteration's jobs and events are done.
     func scheduleFlush(_ flushable: EventLoopFlushable) {
@@ -249,6 +285,18 @@ public final class EventLoop: @unchecked Sendable {
     // MARK: The loop
 
     private func run() {
+        #if os(Linux)
+        if backend == .ioUring {
+            do {
+                ring = try IOURingDriver(wakeFD: wakeFD)
+            } catch {
+                startFailure.store(error.errno == 0 ? EINVAL : error.errno, ordering: .releasing)
+                threadID.store(currentThreadID(), ordering: .releasing)
+                close(wakeFD)
+                return
+            }
+        }
+        #endif
         threadID.store(currentThreadID(), ordering: .releasing)
         let maxEvents = 1024
         let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: maxEvents)
@@ -256,12 +304,33 @@ public final class EventLoop: @unchecked Sendable {
         while running {
             runPendingWork()
             if !running { break }
-            let timeout: Int32
             let hasWork = !localJobs.isEmpty || shared.withLock { s -> Bool in
                 let pending = !s.jobs.isEmpty || !s.closures.isEmpty
                 if !pending { s.sleeping = true }
                 return pending
             }
+            #if os(Linux)
+            if let ring {
+                let timeout: Int64
+                if hasWork {
+                    timeout = 0
+                } else if let deadline = timers.nextDeadline {
+                    let now = Self.now()
+                    timeout = deadline <= now ? 0 : Int64(clamping: deadline - now)
+                } else {
+                    timeout = -1
+                }
+                ring.submitAndWait(timeoutNanoseconds: timeout)
+                shared.withLock { s in
+                    s.sleeping = false
+                    s.wakeupPending = false
+                }
+                ring.processCompletions { slot in slot < handlers.count ? handlers[slot] : nil }
+                fireTimers()
+                continue
+            }
+            #endif
+            let timeout: Int32
             if hasWork {
                 timeout = 0
             } else if let deadline = timers.nextDeadline {
@@ -304,8 +373,13 @@ public final class EventLoop: @unchecked Sendable {
         for j in leftover {
             runOnFallback { [self] in run(j) }
         }
+        #if os(Linux)
+        // Submits the cancellations of what is still registered, then lets the ring go.
+        ring?.submitAndWait(timeoutNanoseconds: 0)
+        ring = nil
+        #endif
         close(wakeFD)
-        close(epollFD)
+        if epollFD >= 0 { close(epollFD) }
     }
 
     /// Stops the loop thread after the work already queued. Registered sockets are not closed:

@@ -7,13 +7,27 @@ public final class EventLoopGroup: Sendable {
     public let loops: [EventLoop]
     private let nextIndex = Atomic<Int>(0)
 
-    /// Starts `count` loop threads (at least one).
-    public init(loopCount count: Int = ProcessInfo.processInfo.activeProcessorCount, name: String = "switchboard") throws(SocketError) {
+    /// The backend every loop of the group uses (``EventLoopBackend/epoll`` or
+    /// ``EventLoopBackend/ioUring``: ``EventLoopBackend/automatic`` resolved).
+    public let backend: EventLoopBackend
+
+    /// Starts `count` loop threads (at least one) waiting with `backend`. Throws if the
+    /// backend cannot run here (io_uring refused by the kernel or a seccomp profile), or for an
+    /// unknown `SWITCHBOARD_EVENT_LOOP` value with ``EventLoopBackend/automatic``.
+    public init(loopCount count: Int = ProcessInfo.processInfo.activeProcessorCount, name: String = "switchboard",
+                backend: EventLoopBackend = .automatic) throws(SocketError) {
+        let resolved = try backend.resolved()
         var loops: [EventLoop] = []
         for i in 0..<max(1, count) {
-            loops.append(try EventLoop(name: "\(name)-\(i)"))
+            do {
+                loops.append(try EventLoop(name: "\(name)-\(i)", backend: resolved))
+            } catch {
+                for l in loops { l.shutdown() }
+                throw error
+            }
         }
         self.loops = loops
+        self.backend = resolved
     }
 
     /// The process-wide group used when none is given: one loop per active core, started on first use.

@@ -1,0 +1,267 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CSwitchboardShims
+import Synchronization
+
+/// Something registered with an io_uring ``EventLoop`` that takes received bytes directly
+/// (multishot receive into the loop's provided buffers) instead of a readiness event followed
+/// by its own `read`. Called on the loop's thread only.
+protocol EventLoopReceiver: EventLoopIOHandler {
+    /// Bytes received; valid only during the call.
+    func handleReceived(_ bytes: UnsafeRawBufferPointer)
+    /// The receive ended: 0 for the peer's EOF, otherwise the `errno` it failed with.
+    func handleReceiveEnded(errno: Int32)
+}
+
+#if os(Linux)
+/// The io_uring side of an ``EventLoop`` (see ``EventLoopBackend/ioUring``): the ring, and per
+/// registration slot what is armed on it. Loop-confined: created on the loop's thread (the ring
+/// is single-issuer) and used only there.
+///
+/// Mapping of the epoll interest mask:
+/// - `EPOLLIN` of a receiver: one multishot receive into the provided buffers; turned off by
+///   cancelling it. Bytes completed after the owner stopped reading are the receiver's to
+///   hold (``EventLoopReceiver``): at most what was in flight when the cancel ran.
+/// - any other interest (`EPOLLOUT`; `EPOLLIN` of a listener): a one-shot poll, armed again
+///   after each completion while the interest lasts, so a socket still ready is reported again
+///   at once, like level-triggered epoll.
+/// - `EPOLLRDHUP`, `EPOLLERR`, `EPOLLHUP` of a receiver: reported by its receive (EOF, an
+///   error); while it does not read, by its next receive or its write-stall deadline.
+///
+/// Each request's user data carries the slot, a generation (bumped when the slot is given
+/// up: completions of a former registration are dropped, their buffers handed back) and what
+/// it is.
+final class IOURingDriver {
+    private enum Kind: UInt64 {
+        case poll = 0, receive = 1, wake = 2, ignored = 3
+    }
+
+    private enum ReceiveState: UInt8 {
+        case idle, armed, cancelling
+    }
+
+    private struct Slot {
+        var fd: Int32 = -1
+        var generation: UInt32 = 0
+        var wanted: UInt32 = 0
+        var pollArmed = false
+        var receive = ReceiveState.idle
+        var receiver: EventLoopReceiver?
+    }
+
+    /// Submission queue entries; completions get four times as many slots (multishot
+    /// requests post several each).
+    static let submissionEntries: UInt32 = 1024
+    /// Provided buffers, and the size of each (pages are touched only when filled).
+    static let bufferCount: UInt32 = 256
+    static let bufferSize: UInt32 = 16 * 1024
+
+    private let ring: UnsafeMutablePointer<switchboard_uring>
+    private var slots: [Slot] = []
+    private let wakeFD: Int32
+    private var wakeArmed = false
+
+    /// Sets the ring up on the calling thread, which must be the loop's.
+    init(wakeFD: Int32) throws(SocketError) {
+        ring = .allocate(capacity: 1)
+        var r = switchboard_uring_init(ring, Self.submissionEntries, Self.submissionEntries * 4)
+        if r == 0 {
+            r = switchboard_uring_setup_buffers(ring, Self.bufferCount, Self.bufferSize)
+            if r != 0 { switchboard_uring_exit(ring) }
+        }
+        guard r == 0 else {
+            ring.deallocate()
+            throw SocketError(errno: -r, operation: "io_uring_setup")
+        }
+        self.wakeFD = wakeFD
+        armWake()
+    }
+
+    deinit {
+        switchboard_uring_exit(ring)
+        ring.deallocate()
+    }
+
+    private static let probeResult = Mutex<Int32?>(nil)
+
+    /// 0 if a ring like the backend's can be set up here, else the `errno` that refused it.
+    static func probe() -> Int32 {
+        probeResult.withLock { stored in
+            if let stored { return stored }
+            let ring = UnsafeMutablePointer<switchboard_uring>.allocate(capacity: 1)
+            defer { ring.deallocate() }
+            var r = switchboard_uring_init(ring, 8, 32)
+            if r == 0 {
+                r = switchboard_uring_setup_buffers(ring, 8, 4096)
+                switchboard_uring_exit(ring)
+            }
+            stored = -r
+            return -r
+        }
+    }
+
+    // MARK: Registration
+
+    func register(slot: Int, fd: Int32, events: UInt32, receiver: EventLoopReceiver?) {
+        while slots.count <= slot { slots.append(Slot()) }
+        slots[slot].fd = fd
+        slots[slot].wanted = events
+        slots[slot].receiver = receiver
+        slots[slot].pollArmed = false
+        slots[slot].receive = .idle
+        arm(slot)
+    }
+
+    func modify(slot: Int, events: UInt32) {
+        guard slot < slots.count else { return }
+        slots[slot].wanted = events
+        if slots[slot].receiver != nil, slots[slot].receive == .armed, events & SystemConstants.epollIn == 0 {
+            slots[slot].receive = .cancelling
+            cancel(tag(slot, .receive))
+        }
+        arm(slot)
+    }
+
+    /// Gives the slot up: what is armed on it is cancelled, and completions still on their way
+    /// are dropped (the generation changes). The descriptor may be closed right after.
+    func deregister(slot: Int) {
+        guard slot < slots.count else { return }
+        if slots[slot].pollArmed { cancel(tag(slot, .poll)) }
+        if slots[slot].receive == .armed { cancel(tag(slot, .receive)) }
+        slots[slot].generation &+= 1
+        slots[slot].fd = -1
+        slots[slot].wanted = 0
+        slots[slot].pollArmed = false
+        slots[slot].receive = .idle
+        slots[slot].receiver = nil
+    }
+
+    /// Arms what the slot's interest needs and is not armed yet.
+    private func arm(_ slot: Int) {
+        let s = slots[slot]
+        guard s.fd >= 0 else { return }
+        var pollMask = s.wanted
+        if s.receiver != nil {
+            pollMask &= ~(SystemConstants.epollIn | SystemConstants.epollRdHup)
+            if s.wanted & SystemConstants.epollIn != 0 && s.receive == .idle {
+                let sqe = nextSQE()
+                switchboard_uring_prep_recv_multishot(sqe, s.fd, tag(slot, .receive))
+                slots[slot].receive = .armed
+            }
+        }
+        if pollMask != 0 && !s.pollArmed {
+            let sqe = nextSQE()
+            switchboard_uring_prep_poll(sqe, s.fd, pollMask, tag(slot, .poll), 0)
+            slots[slot].pollArmed = true
+        }
+    }
+
+    private func armWake() {
+        let sqe = nextSQE()
+        switchboard_uring_prep_poll(sqe, wakeFD, SystemConstants.epollIn, Kind.wake.rawValue, 1)
+        wakeArmed = true
+    }
+
+    private func cancel(_ target: UInt64) {
+        let sqe = nextSQE()
+        switchboard_uring_prep_cancel(sqe, target, Kind.ignored.rawValue)
+    }
+
+    @inline(__always)
+    private func tag(_ slot: Int, _ kind: Kind) -> UInt64 {
+        UInt64(slots[slot].generation) << 32 | UInt64(truncatingIfNeeded: slot) << 2 | kind.rawValue
+    }
+
+    /// A submission entry, submitting what is queued first when the queue is full.
+    private func nextSQE() -> UnsafeMutablePointer<io_uring_sqe> {
+        while true {
+            if let sqe = switchboard_uring_sqe(ring) { return sqe }
+            _ = switchboard_uring_enter(ring, 0, 0)
+        }
+    }
+
+    // MARK: Waiting and completions
+
+    /// Submits what is queued, and waits for a completion if `timeoutNanoseconds` is not 0
+    /// (negative: without limit).
+    func submitAndWait(timeoutNanoseconds: Int64) {
+        let r = switchboard_uring_enter(ring, timeoutNanoseconds == 0 ? 0 : 1, timeoutNanoseconds)
+        if r == -EBUSY || r == -EAGAIN {
+            // Completions must be reaped before more can be submitted: the caller does next.
+            return
+        }
+    }
+
+    /// Runs every completion available now: readiness to `handler(slot)`'s `handleIO`,
+    /// received bytes to the slot's receiver.
+    func processCompletions(handler: (Int) -> EventLoopIOHandler?) {
+        while let cqe = switchboard_uring_peek(ring) {
+            let userData = cqe.pointee.user_data
+            let res = cqe.pointee.res
+            let flags = cqe.pointee.flags
+            switchboard_uring_cqe_seen(ring)
+            let kind = userData & 3
+            if kind == Kind.ignored.rawValue { continue }
+            if kind == Kind.wake.rawValue {
+                var value: UInt64 = 0
+                _ = read(wakeFD, &value, 8)
+                if flags & switchboard_uring_cqe_f_more() == 0 { armWake() }
+                continue
+            }
+            let slot = Int(truncatingIfNeeded: (userData >> 2) & 0x3FFF_FFFF)
+            let generation = UInt32(truncatingIfNeeded: userData >> 32)
+            let current = slot < slots.count && slots[slot].generation == generation && slots[slot].fd >= 0
+            if kind == Kind.receive.rawValue {
+                completeReceive(slot: slot, current: current, res: res, flags: flags)
+            } else if current {
+                slots[slot].pollArmed = false
+                if res > 0 {
+                    handler(slot)?.handleIO(events: UInt32(truncatingIfNeeded: res))
+                } else if res < 0 && res != -ECANCELED {
+                    // The poll itself failed: the owner finds out why from the socket, and
+                    // the poll is not armed again (it would fail the same way).
+                    handler(slot)?.handleIO(events: SystemConstants.epollErr)
+                    continue
+                }
+                if slot < slots.count, slots[slot].generation == generation { arm(slot) }
+            }
+        }
+    }
+
+    private func completeReceive(slot: Int, current: Bool, res: Int32, flags: UInt32) {
+        let hasBuffer = flags & switchboard_uring_cqe_f_buffer() != 0
+        let bid = flags >> switchboard_uring_cqe_buffer_shift()
+        defer { if hasBuffer { switchboard_uring_buffer_return(ring, bid) } }
+        guard current else { return }
+        let generation = slots[slot].generation
+        if flags & switchboard_uring_cqe_f_more() == 0 { slots[slot].receive = .idle }
+        let receiver = slots[slot].receiver
+        var rearm = true
+        if res > 0 {
+            if hasBuffer, let receiver {
+                let base = UnsafeRawPointer(switchboard_uring_buffer(ring, bid))
+                receiver.handleReceived(UnsafeRawBufferPointer(start: base, count: Int(res)))
+            }
+        } else if res == 0 {
+            rearm = false
+            receiver?.handleReceiveEnded(errno: 0)
+        } else if res != -ENOBUFS && res != -ECANCELED {
+            rearm = false
+            receiver?.handleReceiveEnded(errno: -res)
+        }
+        // Ended (out of buffers, cancelled, or one of those that stop it): again if still wanted.
+        if rearm, slot < slots.count, slots[slot].generation == generation, slots[slot].receive == .idle {
+            arm(slot)
+        }
+    }
+}
+#else
+final class IOURingDriver {
+    static func probe() -> Int32 { ENOSYS }
+}
+#endif
