@@ -18,8 +18,11 @@ import Darwin
 ///   when it is set, otherwise ``epoll``: io_uring is not yet the automatic choice, see
 ///   `docs/performance.md`.
 public enum EventLoopBackend: Sendable, Hashable, CustomStringConvertible {
+    /// `SWITCHBOARD_EVENT_LOOP` when set, otherwise ``epoll``.
     case automatic
+    /// Readiness through `epoll_wait`.
     case epoll
+    /// Completions through an io_uring ring (Linux 6.1 or later).
     case ioUring
 
     /// `automatic`, `epoll` or `io_uring` (the spelling `SWITCHBOARD_EVENT_LOOP` takes).
