@@ -2,6 +2,7 @@
 #include "CSwitchboardURing.h"
 #ifdef __linux__
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -72,7 +73,7 @@ int switchboard_uring_init(struct switchboard_uring *r, unsigned entries, unsign
     return 0;
 }
 
-int switchboard_uring_setup_buffers(struct switchboard_uring *r, unsigned count, unsigned size) {
+int switchboard_uring_setup_buffers(struct switchboard_uring *r, unsigned count, unsigned size, int incremental) {
     if (count == 0 || (count & (count - 1)) != 0 || count > 32768) return -EINVAL;
     r->buf_ring_size = count * sizeof(struct io_uring_buf);
     void *ring = mmap(0, r->buf_ring_size, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
@@ -85,6 +86,9 @@ int switchboard_uring_setup_buffers(struct switchboard_uring *r, unsigned count,
     reg.ring_addr = (uint64_t)(uintptr_t)ring;
     reg.ring_entries = count;
     reg.bgid = 0;
+    // The 16 bits after bgid: `flags` in new kernel headers, `pad` in older ones.
+    uint16_t reg_flags = incremental ? IOU_PBUF_RING_INC : 0;
+    memcpy((char *)&reg + offsetof(struct io_uring_buf_reg, bgid) + sizeof(reg.bgid), &reg_flags, sizeof(reg_flags));
     if (uring_register(r->fd, IORING_REGISTER_PBUF_RING, &reg, 1) < 0) {
         int e = errno;
         munmap(ring, r->buf_ring_size);
@@ -96,6 +100,7 @@ int switchboard_uring_setup_buffers(struct switchboard_uring *r, unsigned count,
     r->buf_count = count;
     r->buf_size = size;
     r->buf_tail = 0;
+    r->buf_incremental = incremental;
     for (unsigned i = 0; i < count; i++) switchboard_uring_buffer_return(r, i);
     return 0;
 }

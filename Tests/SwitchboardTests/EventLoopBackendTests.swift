@@ -43,7 +43,7 @@ struct EventLoopBackendTests {
         let lines = try await client.connect(to: WebSocketURLEndpoint(url: "ws://127.0.0.1:\(port)/echo"))
         var iterator = lines.makeAsyncIterator()
         // Small lines, then lines larger than one provided buffer (16 KiB), then a burst of
-        // lines (6 × 900 KB, more than the loop's whole buffer ring of 256 × 16 KiB in flight):
+        // lines (6 × 900 KB in flight, more than the loop's whole buffer ring, 1 or 4 MiB):
         // each arrives whole and in order.
         func line(_ i: Int, _ size: Int) -> String {
             String(repeating: Character(UnicodeScalar(UInt8(97 + i % 26))), count: size)

@@ -143,3 +143,22 @@ ensure_browser() {
             || python3 -m pip install -q --disable-pip-version-check --break-system-packages selenium
     fi
 }
+
+# Whether the io_uring event loop can run here: echo-server (built) starts on it and listens.
+io_uring_available() {
+    local bin log pid ok=1
+    bin=$(swift build "${SWIFT_TRAITS[@]}" --show-bin-path)
+    [ -x "$bin/echo-server" ] || return 1
+    log=$(mktemp)
+    SWITCHBOARD_EVENT_LOOP=io_uring "$bin/echo-server" --port 0 > "$log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 100); do
+        if grep -q listening "$log"; then ok=0; break; fi
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    rm -f "$log"
+    return $ok
+}

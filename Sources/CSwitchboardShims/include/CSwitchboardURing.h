@@ -8,6 +8,15 @@
 #include <stdint.h>
 #include <string.h>
 
+// Newer than some distributions' kernel headers (Linux 6.12): provided buffers consumed
+// incrementally, a completion flag saying the buffer has room left.
+#ifndef IOU_PBUF_RING_INC
+#define IOU_PBUF_RING_INC 2
+#endif
+#ifndef IORING_CQE_F_BUF_MORE
+#define IORING_CQE_F_BUF_MORE (1U << 4)
+#endif
+
 struct switchboard_uring {
     int fd;
     unsigned features;
@@ -36,14 +45,19 @@ struct switchboard_uring {
     unsigned buf_size;
     unsigned short buf_tail;
     unsigned char *buf_base;
+    /// Whether the kernel fills buffers incrementally (each receive takes only what it needs
+    /// from the head buffer; IORING_CQE_F_BUF_MORE while the buffer has room left).
+    int buf_incremental;
 };
 
 /// Sets up a ring with `entries` submission and `cq_entries` completion slots, single issuer
 /// with deferred task running when the kernel has them (the ring must then be used only by
 /// the calling thread). 0, or -errno.
 int switchboard_uring_init(struct switchboard_uring *r, unsigned entries, unsigned cq_entries);
-/// Registers `count` buffers of `size` bytes as provided-buffer group 0. 0, or -errno.
-int switchboard_uring_setup_buffers(struct switchboard_uring *r, unsigned count, unsigned size);
+/// Registers `count` buffers of `size` bytes as provided-buffer group 0, consumed
+/// incrementally if `incremental` (the registration fails with -EINVAL where the kernel
+/// cannot). 0, or -errno.
+int switchboard_uring_setup_buffers(struct switchboard_uring *r, unsigned count, unsigned size, int incremental);
 /// Unmaps and closes everything.
 void switchboard_uring_exit(struct switchboard_uring *r);
 /// Submits what is queued and, if `wait`, waits for one completion at most `timeout_ns`
@@ -132,5 +146,6 @@ static inline void switchboard_uring_buffer_return(struct switchboard_uring *r, 
 static inline uint32_t switchboard_uring_cqe_f_more(void) { return IORING_CQE_F_MORE; }
 static inline uint32_t switchboard_uring_cqe_f_buffer(void) { return IORING_CQE_F_BUFFER; }
 static inline uint32_t switchboard_uring_cqe_buffer_shift(void) { return IORING_CQE_BUFFER_SHIFT; }
+static inline uint32_t switchboard_uring_cqe_f_buf_more(void) { return IORING_CQE_F_BUF_MORE; }
 #endif
 #endif

@@ -258,6 +258,13 @@ final class SocketChannel: EventLoopReceiver, EventLoopFlushable, EventLoopTimer
     private func updateInterestSoon() {
         guard !isClosed, slot >= 0 else { return }
         interestChanged = true
+        // io_uring: reading stopped cancels the receive at once (an entry in the ring, no
+        // system call), so that what the kernel still receives for us, and we must hold until
+        // reading resumes (``HeldInput``), is only what is already in flight.
+        if !reading && loop.backend == .ioUring {
+            applyInterest()
+            return
+        }
         flushSoon()
     }
 
@@ -853,8 +860,8 @@ final class BlockedWriteState {
 /// io_uring: what a channel's receive completed after its reading stopped (its owner's inbound
 /// queue is full, or its outbound side paused it), until reading resumes. Bounded: reading
 /// stopped cancels the receive, so what arrives is what was already in flight — at most the
-/// loop's provided buffers (``IOURingDriver/bufferCount`` × ``IOURingDriver/bufferSize``,
-/// 4 MiB) — and the end (EOF or an error).
+/// loop's provided buffers (1 MiB, or 4 MiB without incremental buffers: see
+/// ``IOURingDriver/bufferCount``) — and the end (EOF or an error).
 final class HeldInput {
     var bytes: [UInt8] = []
     /// How the receive ended (0: EOF; else errno), once it has.

@@ -379,7 +379,8 @@ public final class WebSocketServer: Sendable {
             if ownsGroup { group.shutdown() }
             throw .cancelled
         }
-        logger.info("listening", metadata: ["address": "\(configuration.host):\(port)", "tls": "\(tlsContext != nil)"])
+        logger.info("listening", metadata: ["address": "\(configuration.host):\(port)", "tls": "\(tlsContext != nil)",
+                                            "event_loop": "\(group.backend)"])
         return port
     }
 
