@@ -74,10 +74,6 @@ static inline struct io_uring_sqe *switchboard_uring_sqe(struct switchboard_urin
     return sqe;
 }
 
-static inline int switchboard_uring_has_unsubmitted(const struct switchboard_uring *r) {
-    return r->sqe_tail != __atomic_load_n(r->sq_head, __ATOMIC_ACQUIRE);
-}
-
 /// The next completion, or NULL; `switchboard_uring_cqe_seen` releases it.
 static inline struct io_uring_cqe *switchboard_uring_peek(struct switchboard_uring *r) {
     unsigned head = *r->cq_head;
@@ -114,16 +110,6 @@ static inline void switchboard_uring_prep_cancel(struct io_uring_sqe *sqe, uint6
     sqe->fd = -1;
     sqe->addr = target;
     sqe->cancel_flags = IORING_ASYNC_CANCEL_ALL;
-    sqe->user_data = user_data;
-}
-
-/// One receive into a buffer of group 0 (at most `len` bytes).
-static inline void switchboard_uring_prep_recv_select(struct io_uring_sqe *sqe, int fd, unsigned len, uint64_t user_data) {
-    sqe->opcode = IORING_OP_RECV;
-    sqe->fd = fd;
-    sqe->len = len;
-    sqe->flags = IOSQE_BUFFER_SELECT;
-    sqe->buf_group = 0;
     sqe->user_data = user_data;
 }
 

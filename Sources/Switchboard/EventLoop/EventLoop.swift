@@ -309,18 +309,10 @@ public final class EventLoop: @unchecked Sendable {
                 if !pending { s.sleeping = true }
                 return pending
             }
+            let wait = waitNanoseconds(hasWork: hasWork)
             #if os(Linux)
             if let ring {
-                let timeout: Int64
-                if hasWork {
-                    timeout = 0
-                } else if let deadline = timers.nextDeadline {
-                    let now = Self.now()
-                    timeout = deadline <= now ? 0 : Int64(clamping: deadline - now)
-                } else {
-                    timeout = -1
-                }
-                ring.submitAndWait(timeoutNanoseconds: timeout)
+                ring.submitAndWait(timeoutNanoseconds: wait)
                 shared.withLock { s in
                     s.sleeping = false
                     s.wakeupPending = false
@@ -339,15 +331,8 @@ public final class EventLoop: @unchecked Sendable {
                 continue
             }
             #endif
-            let timeout: Int32
-            if hasWork {
-                timeout = 0
-            } else if let deadline = timers.nextDeadline {
-                let now = Self.now()
-                timeout = deadline <= now ? 0 : Int32(clamping: (deadline - now + 999_999) / 1_000_000)
-            } else {
-                timeout = -1
-            }
+            // Milliseconds, rounded up so that a timer never fires early.
+            let timeout = wait < 0 ? -1 : Int32(clamping: wait / 1_000_000 + (wait % 1_000_000 == 0 ? 0 : 1))
             let n = epoll_wait(epollFD, events, Int32(maxEvents), timeout)
             shared.withLock { s in
                 s.sleeping = false
@@ -389,6 +374,15 @@ public final class EventLoop: @unchecked Sendable {
         #endif
         close(wakeFD)
         if epollFD >= 0 { close(epollFD) }
+    }
+
+    /// How long the loop may wait for I/O: 0 with work queued, until the next timer, or -1
+    /// (no limit) without either.
+    private func waitNanoseconds(hasWork: Bool) -> Int64 {
+        if hasWork { return 0 }
+        guard let deadline = timers.nextDeadline else { return -1 }
+        let now = Self.now()
+        return deadline <= now ? 0 : Int64(clamping: deadline - now)
     }
 
     /// Stops the loop thread after the work already queued. Registered sockets are not closed:

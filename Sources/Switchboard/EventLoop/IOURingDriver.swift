@@ -72,7 +72,6 @@ final class IOURingDriver {
     private let ring: UnsafeMutablePointer<switchboard_uring>
     private var slots: [Slot] = []
     private let wakeFD: Int32
-    private var wakeArmed = false
 
     /// Sets the ring up on the calling thread, which must be the loop's.
     init(wakeFD: Int32) throws(SocketError) {
@@ -176,7 +175,6 @@ final class IOURingDriver {
     private func armWake() {
         let sqe = nextSQE()
         switchboard_uring_prep_poll(sqe, wakeFD, SystemConstants.epollIn, Kind.wake.rawValue, 1)
-        wakeArmed = true
     }
 
     private func cancel(_ target: UInt64) {
@@ -201,12 +199,10 @@ final class IOURingDriver {
 
     /// Submits what is queued, and waits for a completion if `timeoutNanoseconds` is not 0
     /// (negative: without limit).
+    /// A failed call (-EINTR, -ETIME when the wait timed out, -EBUSY while completions wait to
+    /// be reaped) needs nothing more: the caller reaps what is there and calls again.
     func submitAndWait(timeoutNanoseconds: Int64) {
-        let r = switchboard_uring_enter(ring, timeoutNanoseconds == 0 ? 0 : 1, timeoutNanoseconds)
-        if r == -EBUSY || r == -EAGAIN {
-            // Completions must be reaped before more can be submitted: the caller does next.
-            return
-        }
+        _ = switchboard_uring_enter(ring, timeoutNanoseconds == 0 ? 0 : 1, timeoutNanoseconds)
     }
 
     /// Completions from one call at or above which the kernel may have left deferred work
