@@ -62,4 +62,80 @@ struct EventLoopBackendTests {
         while await iterator.next() != nil {}
         #expect(server.statistics.openConnections == 0)
     }
+
+    #if os(Linux)
+    /// Takes what an io_uring receive brings, and its end.
+    final class CollectingReceiver: EventLoopReceiver, @unchecked Sendable {
+        private let state = Locked<(bytes: [UInt8], ended: Bool)>(([], false))
+        private let endedSignal: AsyncStream<Void>.Continuation
+        let ended: AsyncStream<Void>
+
+        init() {
+            (ended, endedSignal) = AsyncStream<Void>.makeStream()
+        }
+
+        var bytes: [UInt8] { state.withLock { $0.bytes } }
+        var hasEnded: Bool { state.withLock { $0.ended } }
+
+        func handleIO(events: UInt32) {}
+        func handleReceived(_ bytes: UnsafeRawBufferPointer) {
+            state.withLock { $0.bytes.append(contentsOf: bytes) }
+        }
+        func handleReceiveEnded(errno: Int32) {
+            state.withLock { $0.ended = true }
+            endedSignal.yield()
+            endedSignal.finish()
+        }
+    }
+
+    /// A registration given up in the same loop iteration it was made in, whose descriptor
+    /// number then names another socket (closed and reused by an accept, possibly on another
+    /// loop's thread), must not receive that socket's bytes: the receive armed for the first
+    /// registration was still unsubmitted, so it would have been submitted against the new
+    /// socket and taken its first bytes (an HTTP request lost: the 408 seen in CI).
+    @Test(.enabled(if: EventLoopBackend.isIOUringAvailable, "io_uring unavailable here"))
+    func aDescriptorNumberReusedAfterDeregisteringDoesNotLoseTheNewSocketsBytes() async throws {
+        let group = try EventLoopGroup(loopCount: 1, name: "backend-uring-reuse", backend: .ioUring)
+        defer { group.shutdown() }
+        let loop = group.next()
+        var old: [Int32] = [0, 0], new: [Int32] = [0, 0]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &old) == 0)
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &new) == 0)
+        let reused = old[0], oldPeer = old[1], newSide = new[0], newPeer = new[1]
+        _ = fcntl(newSide, F_SETFL, fcntl(newSide, F_GETFL) | O_NONBLOCK)
+        _ = fcntl(reused, F_SETFL, fcntl(reused, F_GETFL) | O_NONBLOCK)
+        // The new socket's first bytes are there before anything is armed on it.
+        #expect(write(newPeer, "first\n", 6) == 6)
+        let first = CollectingReceiver(), second = CollectingReceiver()
+        let events = SystemConstants.epollIn | SystemConstants.epollRdHup
+        let registered = try await withCheckedThrowingContinuation { (done: CheckedContinuation<Int, any Error>) in
+            loop.execute {
+                do {
+                    let slot = try loop.register(fd: reused, events: events, handler: first, receiver: first)
+                    loop.deregister(fd: reused, slot: slot)
+                    // The number now names the new socket (as an accept reusing it would).
+                    _ = dup2(newSide, reused)
+                    close(newSide)
+                    done.resume(returning: try loop.register(fd: reused, events: events, handler: second, receiver: second))
+                } catch {
+                    done.resume(throwing: error)
+                }
+            }
+        }
+        #expect(write(newPeer, "second\n", 7) == 7)
+        close(newPeer)
+        for await _ in second.ended { break }
+        #expect(String(decoding: second.bytes, as: UTF8.self) == "first\nsecond\n")
+        #expect(first.bytes.isEmpty)
+        #expect(!first.hasEnded)
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            loop.execute {
+                loop.deregister(fd: reused, slot: registered)
+                close(reused)
+                done.resume()
+            }
+        }
+        close(oldPeer)
+    }
+    #endif
 }

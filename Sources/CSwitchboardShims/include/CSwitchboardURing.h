@@ -74,6 +74,14 @@ static inline struct io_uring_sqe *switchboard_uring_sqe(struct switchboard_urin
     return sqe;
 }
 
+/// Whether the entry numbered `entry` (the queue's tail when it was taken) is still waiting
+/// to be submitted: at or after the kernel's head, before our tail. An entry so old that the
+/// counters wrapped since may read as unsubmitted: that costs one needless submit, nothing else.
+static inline int switchboard_uring_is_unsubmitted(const struct switchboard_uring *r, unsigned entry) {
+    unsigned head = __atomic_load_n(r->sq_head, __ATOMIC_ACQUIRE);
+    return entry - head < r->sqe_tail - head;
+}
+
 /// The next completion, or NULL; `switchboard_uring_cqe_seen` releases it.
 static inline struct io_uring_cqe *switchboard_uring_peek(struct switchboard_uring *r) {
     unsigned head = *r->cq_head;

@@ -52,6 +52,9 @@ final class IOURingDriver {
         var pollArmed = false
         var receive = ReceiveState.idle
         var receiver: EventLoopReceiver?
+        /// Where the last request naming `fd` sits in the submission queue (see
+        /// ``deregister(slot:)``).
+        var lastEntry: UInt32 = 0
     }
 
     /// Submission queue entries; completions get four times as many slots (multishot
@@ -140,10 +143,21 @@ final class IOURingDriver {
 
     /// Gives the slot up: what is armed on it is cancelled, and completions still on their way
     /// are dropped (the generation changes). The descriptor may be closed right after.
+    ///
+    /// A request names its socket by descriptor number until it is submitted, when the kernel
+    /// looks the number up. One still in the queue when the number is closed would be
+    /// submitted against whatever socket the number names by then (an accept on any thread
+    /// reuses the lowest free number at once) and take that socket's first bytes, or its
+    /// readiness, for a registration that no longer exists. So a slot with a request still
+    /// unsubmitted has the queue submitted now, before it returns (one `io_uring_enter`, only
+    /// for a socket given up in the iteration that armed something on it).
     func deregister(slot: Int) {
         guard slot < slots.count else { return }
+        let unsubmitted = slots[slot].fd >= 0 && switchboard_uring_is_unsubmitted(ring, slots[slot].lastEntry) != 0
         if slots[slot].pollArmed { cancel(tag(slot, .poll)) }
         if slots[slot].receive == .armed { cancel(tag(slot, .receive)) }
+        // With the cancellations, which then run before the descriptor closes as well.
+        if unsubmitted { _ = switchboard_uring_enter(ring, 0, 0) }
         slots[slot].generation &+= 1
         slots[slot].fd = -1
         slots[slot].wanted = 0
@@ -163,12 +177,14 @@ final class IOURingDriver {
                 let sqe = nextSQE()
                 switchboard_uring_prep_recv_multishot(sqe, s.fd, tag(slot, .receive))
                 slots[slot].receive = .armed
+                slots[slot].lastEntry = ring.pointee.sqe_tail &- 1
             }
         }
         if pollMask != 0 && !s.pollArmed {
             let sqe = nextSQE()
             switchboard_uring_prep_poll(sqe, s.fd, pollMask, tag(slot, .poll), 0)
             slots[slot].pollArmed = true
+            slots[slot].lastEntry = ring.pointee.sqe_tail &- 1
         }
     }
 
