@@ -149,16 +149,23 @@ struct WriteStallTests {
         let connection = try #require(await adapter.currentConnection)
         var sendError: SwitchboardError?
         let payload = Data(repeating: 7, count: 64 << 10)
-        // Failure guard only: without the deadline the send below would wait for ever.
-        let guardWindow = TestEnvironment.sized(Duration.seconds(30), tsan: .seconds(120))
+        // Failure guard only: without the deadline the send below would wait for ever. As
+        // long under every build: the suite's busiest seconds (every test starting at once on
+        // 2 cores) have made filling the server's queue and both kernels' buffers (tens of
+        // MiB, masked in a debug build) outlast 30 s.
+        let guardWindow = Duration.seconds(120)
+        let sent = Locked(0)
         let failureGuard = Task {
             try await Task.sleep(for: guardWindow)
-            Issue.record("no reset within \(guardWindow)")
+            Issue.record("no reset within \(guardWindow), \(sent.withLock { $0 }) messages sent")
             await connection.close(code: .goingAway)
         }
         defer { failureGuard.cancel() }
         for _ in 0..<100_000 {
-            do { try await connection.send(binary: payload) } catch {
+            do {
+                try await connection.send(binary: payload)
+                sent.withLock { $0 += 1 }
+            } catch {
                 sendError = error
                 break
             }
