@@ -259,6 +259,18 @@ actor AgentSession {
         onExpired(self)
     }
 
+    /// Ends the session because the server has stopped: its turn is cancelled (its agent
+    /// process killed). Returns that turn's task, which ends once the agent has exited (or nil).
+    func endForShutdown() -> Task<Void, Never>? {
+        guard !ended else { return nil }
+        ended = true
+        graceTimer?.cancel()
+        graceTimer = nil
+        let turn = active?.task
+        cancelActive(confirm: false)
+        return turn
+    }
+
     /// Ends the session at once (the registry evicted it to make room for a new one, and has
     /// forgotten it already): its turn is cancelled and its agent process killed.
     func evict() {

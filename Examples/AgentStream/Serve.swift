@@ -207,7 +207,31 @@ struct Serve: AsyncParsableCommand {
             out("agent-stream listening on ws://\(host):\(bound)\(ChannelEndpoint.channelPath)\n")
         }
         defer { announce.cancel() }
-        try await runUntilSignal(server, logger: server.logger)
+        do {
+            try await runUntilSignal(server, logger: server.logger)
+        } catch {
+            await Self.endSessions(registry)
+            throw error
+        }
+        await Self.endSessions(registry)
+    }
+
+    /// The server has stopped: every session's turn is cancelled, which kills its agent process
+    /// (SIGTERM, SIGKILL 300 ms later), and those turns' ends are awaited for up to 2 seconds,
+    /// so that no agent outlives the server.
+    static func endSessions(_ registry: SessionRegistry) async {
+        var turns: [Task<Void, Never>] = []
+        for session in registry.sessions {
+            if let turn = await session.endForShutdown() { turns.append(turn) }
+        }
+        guard !turns.isEmpty else { return }
+        let ending = turns
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { for turn in ending { await turn.value } }
+            group.addTask { try? await Task.sleep(for: .seconds(2)) }
+            await group.next()
+            group.cancelAll()
+        }
     }
 
     /// Raises the soft limit on open descriptors to the hard one: each session may hold a socket

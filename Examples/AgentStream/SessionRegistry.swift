@@ -192,6 +192,9 @@ final class SessionRegistry: Sendable {
         }
     }
 
+    /// Every live session (for ending them all at shutdown).
+    var sessions: [AgentSession] { state.withLock { $0.entries.values.compactMap(\.session) } }
+
     /// Sessions held: live ones and slots reserved by upgrades in progress.
     var count: Int { state.withLock { $0.entries.count } }
 

@@ -133,6 +133,23 @@ struct SessionCapTests {
         #expect(elapsed < .seconds(20), "gone after \(elapsed)")
     }
 
+    /// The server stopped (SIGTERM) while a turn runs: its agent process does not outlive it
+    /// (it did: an agent stayed running, orphaned, until it ended on its own).
+    @Test func noAgentProcessOutlivesTheServer() async throws {
+        let server = try await AgentServerProcess(["--agent-command", "sleep 180"])
+        var agents: [Int32] = []
+        let channel = try await Channel.connect(try server.endpoint(session: "running"))
+        try await channel.send(.message(content: "work"))
+        #expect(await waitUntil { agents = agentProcesses(of: server.pid); return agents.count == 1 })
+        server.stop()
+        #expect(await waitUntil { !server.isRunning })
+        // A failure bound only: with the fix the agent is gone before the server exits.
+        #expect(await waitUntil(timeout: .seconds(10)) { agents.allSatisfy { !isLiveProcess($0) } },
+                "agent processes \(agents.filter(isLiveProcess)) outlived the server")
+        for pid in agents where isLiveProcess(pid) { kill(pid, SIGKILL) }
+        await channel.close()
+    }
+
     /// A client looping "new session, one prompt, disconnect", 16 at a time, with an agent
     /// command: the server keeps running, and after every batch its agent processes come back
     /// within the cap (evicted sessions' processes are killed asynchronously: the peak seen
@@ -171,7 +188,10 @@ struct SessionCapTests {
     /// without holding a thread, so the server still answers everyone else (a blocking write
     /// held a cooperative thread per such turn: with as many turns as threads, nothing ran).
     @Test func anAgentThatDoesNotReadItsPromptBlocksNothing() async throws {
-        let server = try await AgentServerProcess(["--agent-command", "sleep 30", "--max-sessions-per-client", "0"])
+        // Agents that outlive the set-up and the wait below: with `sleep 30`, a slow set-up
+        // (ThreadSanitizer, the suite's busiest minute) saw the first ones exit before the
+        // sixteenth started, and the count never reached 16.
+        let server = try await AgentServerProcess(["--agent-command", "sleep 180", "--max-sessions-per-client", "0"])
         let prompt = String(repeating: "p", count: 300_000)   // a pipe holds 64 KiB
         var stuck: [Channel] = []
         for i in 0..<16 {
@@ -217,6 +237,14 @@ func waitUntil(timeout: Duration = .seconds(60), _ condition: () async -> Bool) 
         try? await Task.sleep(for: .milliseconds(20))
     }
     return await condition()
+}
+
+/// Whether `pid` is a process that has not exited (a zombie has), from /proc.
+func isLiveProcess(_ pid: Int32) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = stat.lastIndex(of: ")") else { return false }
+    let state = stat[stat.index(after: close)...].split(separator: " ").first
+    return state != "Z" && state != "X"
 }
 
 /// The live (not zombie) child processes of `parent`, from /proc.

@@ -174,17 +174,13 @@ final class IOURingDriver {
         if s.receiver != nil {
             pollMask &= ~(SystemConstants.epollIn | SystemConstants.epollRdHup)
             if s.wanted & SystemConstants.epollIn != 0 && s.receive == .idle {
-                let sqe = nextSQE()
-                switchboard_uring_prep_recv_multishot(sqe, s.fd, tag(slot, .receive))
+                switchboard_uring_prep_recv_multishot(nextSQE(naming: slot), s.fd, tag(slot, .receive))
                 slots[slot].receive = .armed
-                slots[slot].lastEntry = ring.pointee.sqe_tail &- 1
             }
         }
         if pollMask != 0 && !s.pollArmed {
-            let sqe = nextSQE()
-            switchboard_uring_prep_poll(sqe, s.fd, pollMask, tag(slot, .poll), 0)
+            switchboard_uring_prep_poll(nextSQE(naming: slot), s.fd, pollMask, tag(slot, .poll), 0)
             slots[slot].pollArmed = true
-            slots[slot].lastEntry = ring.pointee.sqe_tail &- 1
         }
     }
 
@@ -209,6 +205,14 @@ final class IOURingDriver {
             if let sqe = switchboard_uring_sqe(ring) { return sqe }
             _ = switchboard_uring_enter(ring, 0, 0)
         }
+    }
+
+    /// A submission entry for a request naming the slot's descriptor, remembered as the slot's
+    /// last (see ``deregister(slot:)``).
+    private func nextSQE(naming slot: Int) -> UnsafeMutablePointer<io_uring_sqe> {
+        let sqe = nextSQE()
+        slots[slot].lastEntry = ring.pointee.sqe_tail &- 1
+        return sqe
     }
 
     // MARK: Waiting and completions
