@@ -106,43 +106,48 @@ let package = Package(
                                .product(name: "Prometheus", package: "swift-prometheus",
                                         condition: .when(traits: ["MetricsSupport"]))],
                 path: "Examples/ExampleSupport"),
+        // Starting child processes without Foundation's Process (see ChildProcess): the
+        // agent-stream agents, the chat room's token command, and every peer the tests start.
+        .target(name: "CSpawnShims", path: "Examples/CSpawnShims"),
+        .target(name: "SpawnSupport", dependencies: ["CSpawnShims"], path: "Examples/SpawnSupport"),
         // The chat room's wire format, commands and rate limiter: a library so the tests use
         // the same code as the binary.
         .target(name: "ChatRoomCore", dependencies: ["Switchboard", "SwitchboardCore"], path: "Examples/ChatRoomCore"),
         .executableTarget(
             name: "chat-room",
             dependencies: ["Switchboard", "SwitchboardCore", "ChatRoomCore", "ExampleSupport", "CSQLite", "SwitchboardRedis",
+                           "SpawnSupport",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Examples/ChatRoom"
         ),
         .executableTarget(
             name: "agent-stream",
-            dependencies: ["Switchboard", "SwitchboardCore", "SwitchboardChannel", "ExampleSupport",
+            dependencies: ["Switchboard", "SwitchboardCore", "SwitchboardChannel", "ExampleSupport", "SpawnSupport",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Examples/AgentStream"
         ),
         // Helpers shared by the test targets (locks, temporary directories, peers' processes).
         // With JWTSupport, TestTokens signs HS256 tokens (swift-crypto's HMAC) and asks PyJWT for the others.
         .target(name: "SwitchboardTestSupport",
-                dependencies: ["Switchboard", "SwitchboardCore",
+                dependencies: ["Switchboard", "SwitchboardCore", "SpawnSupport",
                                .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["JWTSupport"]))],
                 path: "Tests/SwitchboardTestSupport"),
         .testTarget(name: "SwitchboardCoreTests", dependencies: ["SwitchboardCore"]),
         .testTarget(name: "SwitchboardRedisTests",
-                    dependencies: ["SwitchboardRedis", "Switchboard", "SwitchboardCore", "SwitchboardTestSupport"]),
+                    dependencies: ["SwitchboardRedis", "Switchboard", "SwitchboardCore", "SwitchboardTestSupport", "SpawnSupport"]),
         .testTarget(name: "SwitchboardChannelTests",
                     dependencies: ["SwitchboardChannel", "Switchboard", "SwitchboardCore", "SwitchboardTestSupport"]),
         .testTarget(name: "AgentStreamTests",
-                    dependencies: ["Switchboard", "SwitchboardCore", "SwitchboardChannel", "SwitchboardTestSupport"],
+                    dependencies: ["Switchboard", "SwitchboardCore", "SwitchboardChannel", "SwitchboardTestSupport", "SpawnSupport"],
                     exclude: ["Resources"]),
         // ExampleSupport: APIAccessTests check the API's key and token-scope rules in-process.
         .testTarget(name: "ChatRoomTests",
                     dependencies: ["Switchboard", "SwitchboardCore", "ChatRoomCore", "ExampleSupport", "SwitchboardTestSupport",
-                                   "SwitchboardRedis"],
+                                   "SwitchboardRedis", "SpawnSupport"],
                     exclude: ["Peers"]),
         .testTarget(
             name: "SwitchboardTests",
-            dependencies: ["Switchboard", "SwitchboardCore", "SwitchboardTestSupport",
+            dependencies: ["Switchboard", "SwitchboardCore", "SwitchboardTestSupport", "SpawnSupport",
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle",
                                     condition: .when(traits: ["ServiceLifecycleSupport"])),
                            .product(name: "Metrics", package: "swift-metrics", condition: .when(traits: ["MetricsSupport"])),

@@ -1,5 +1,6 @@
 import Foundation
 import ExampleSupport
+import SpawnSupport
 import Switchboard
 import SwitchboardCore
 import SwitchboardChannel
@@ -26,12 +27,11 @@ struct CommandAgent: Agent {
     let command: String
 
     func run(prompt: String, model: String?, turn: TurnContext) async throws {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "exec \(command)"]
         let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
-        // Out of descriptors, Foundation's Pipe holds -1 (it cannot throw), and running the
-        // process with it would crash: the turn fails instead.
+        // Out of descriptors, Foundation's Pipe holds -1 (it cannot throw): the turn fails.
         for pipe in [stdin, stdout, stderr]
         where pipe.fileHandleForReading.fileDescriptor < 0 || pipe.fileHandleForWriting.fileDescriptor < 0 {
             throw AgentCommandError.noDescriptors
@@ -50,7 +50,8 @@ struct CommandAgent: Agent {
         // A turn cancelled before its process started (its session ended or was evicted
         // meanwhile) starts none.
         try Task.checkCancellation()
-        try Self.spawnWithSignalsUnblocked(process)
+        // With no signal blocked (see ChildProcess), so that `terminate` can end it with SIGTERM.
+        try process.run()
         let pid = process.processIdentifier
         // Our own copy of stdin's write end (close-on-exec, so no later child inherits it and
         // keeps the pipe open), written without blocking; the Pipe's handle is closed now.
@@ -106,20 +107,6 @@ struct CommandAgent: Agent {
             try await turn.emit(.result(numTurns: turn.number, durationMs: turn.elapsedMilliseconds,
                                         totalCostUsd: 0, subtype: .error))
         }
-    }
-
-    /// Starts `process` with no signal blocked. A child inherits its parent thread's signal
-    /// mask, and the threads of the cooperative pool (dispatch workers) block nearly every
-    /// signal: started from one of them, the agent had SIGTERM blocked, so `cancel` could only
-    /// end it with the SIGKILL 300 ms later, leaving it no chance to clean up. The mask is
-    /// cleared for the spawn only; a signal for the server arriving meanwhile may run its
-    /// handler on this thread, as it would on the main thread.
-    static func spawnWithSignalsUnblocked(_ process: Process) throws {
-        var none = sigset_t(), previous = sigset_t()
-        sigemptyset(&none)
-        pthread_sigmask(SIG_SETMASK, &none, &previous)
-        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
-        try process.run()
     }
 
     /// SIGTERM now (to the process group too when the child leads one), SIGKILL in 300 ms.

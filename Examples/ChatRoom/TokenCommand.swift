@@ -1,5 +1,6 @@
 import ChatRoomCore
 import Foundation
+import SpawnSupport
 import Switchboard
 
 /// `chat-room join --token-command CMD`: the command that prints a token (a backend's CLI, a
@@ -32,7 +33,7 @@ struct TokenCommand: Sendable {
     }
 
     private static func run(_ command: String) throws -> String {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", command]
         let stdout = Pipe()

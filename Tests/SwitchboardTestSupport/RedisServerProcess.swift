@@ -460,15 +460,10 @@ package final class RedisServerProcess: @unchecked Sendable {
     }
 }
 
-/// `kill(2)`, outside the class whose `kill()` would shadow it.
-/// Whether the server's process has exited, reaping it. Checked with `waitpid` rather than
-/// `Process.isRunning`: Foundation did not notice these exits (the server stayed a zombie and
-/// `waitUntilExit` never returned).
+/// Whether the server's process has exited (``ChildProcess`` collects every exit on a thread
+/// of its own; Foundation's `Process` missed some of these, leaving the server a zombie).
 private func hasExited(_ process: Process) -> Bool {
-    var status: Int32 = 0
-    let pid = process.processIdentifier
-    let r = waitpid(pid, &status, WNOHANG)
-    return r == pid || (r == -1 && errno == ECHILD)
+    !process.isRunning
 }
 
 /// Polls ``hasExited(_:)`` until it is true (at most 30 s: a SIGKILLed process exits at once).
@@ -477,6 +472,7 @@ private func waitForExit(_ process: Process) async {
     while !hasExited(process) && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
 }
 
+/// `kill(2)`, outside the class whose `kill()` would shadow it.
 private func signalProcess(_ pid: Int32, _ signal: Int32) {
     _ = kill(pid, signal)
 }
