@@ -120,12 +120,21 @@ package final class ChildProcess: @unchecked Sendable {
         defer { for arg in argv { free(arg) } }
         var pid: pid_t = 0
         let spawned: Int32
-        if let environment {
+        #if os(Linux)
+        let inherited: [String: String]? = nil
+        #else
+        let inherited: [String: String]? = ProcessInfo.processInfo.environment   // no `environ` in Swift there
+        #endif
+        if let environment = environment ?? inherited {
             let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
             defer { for entry in envp { free(entry) } }
             spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
         } else {
+            #if os(Linux)
             spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
+            #else
+            spawned = ENOSYS
+            #endif
         }
         try check(spawned)
 

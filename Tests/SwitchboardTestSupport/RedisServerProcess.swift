@@ -437,18 +437,12 @@ package final class RedisServerProcess: @unchecked Sendable {
             throw Failure("cannot start redis-cli: \(error)")
         }
         let data = output.fileHandleForReading.readDataToEndOfFile()
-        // Reaped here (see hasExited): 0 for a normal exit with status 0.
-        var status: Int32 = 0
-        if waitpid(process.processIdentifier, &status, 0) == -1 {
-            // Foundation reaped it first: its status is then known there.
-            let deadline = ContinuousClock.now + .seconds(10)
-            while process.isRunning && ContinuousClock.now < deadline { usleep(1000) }
-            status = process.isRunning || process.terminationReason != .exit ? -1 : process.terminationStatus
-        }
+        process.waitUntilExit()
+        let status = process.terminationReason == .exit ? process.terminationStatus : -1
         let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard status == 0 else {
             let errors = (try? String(contentsOf: errorFile, encoding: .utf8)) ?? ""
-            throw Failure("redis-cli \(arguments.joined(separator: " ")) failed (wait status \(status)): "
+            throw Failure("redis-cli \(arguments.joined(separator: " ")) failed (exit status \(status), -1: a signal): "
                           + "\(text) \(errors.trimmingCharacters(in: .whitespacesAndNewlines))")
         }
         return text
