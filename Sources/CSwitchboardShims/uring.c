@@ -41,6 +41,7 @@ int switchboard_uring_init(struct switchboard_uring *r, unsigned entries, unsign
     }
     r->fd = fd;
     r->features = p.features;
+    r->setup_flags = p.flags;
     r->sq_ring_size = p.sq_off.array + p.sq_entries * sizeof(unsigned);
     r->cq_ring_size = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
     if (p.features & IORING_FEAT_SINGLE_MMAP) {
@@ -103,6 +104,31 @@ int switchboard_uring_setup_buffers(struct switchboard_uring *r, unsigned count,
     r->buf_incremental = incremental;
     for (unsigned i = 0; i < count; i++) switchboard_uring_buffer_return(r, i);
     return 0;
+}
+
+int switchboard_uring_can_trim_buffers(const struct switchboard_uring *r) {
+    return r->buf_base != 0 && (r->setup_flags & IORING_SETUP_DEFER_TASKRUN) != 0;
+}
+
+int switchboard_uring_trim_buffers(struct switchboard_uring *r) {
+    if (!switchboard_uring_can_trim_buffers(r)) return -EOPNOTSUPP;
+    return madvise(r->buf_base, (size_t)r->buf_count * r->buf_size, MADV_DONTNEED) == 0 ? 0 : -errno;
+}
+
+size_t switchboard_uring_buffer_resident_bytes(const struct switchboard_uring *r) {
+    if (!r->buf_base) return 0;
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) return 0;
+    size_t length = (size_t)r->buf_count * r->buf_size;
+    size_t pages = (length + (size_t)page - 1) / (size_t)page;
+    unsigned char *vec = malloc(pages);
+    if (!vec) return 0;
+    size_t resident = 0;
+    if (mincore(r->buf_base, length, vec) == 0) {
+        for (size_t i = 0; i < pages; i++) if (vec[i] & 1) resident += (size_t)page;
+    }
+    free(vec);
+    return resident;
 }
 
 void switchboard_uring_exit(struct switchboard_uring *r) {

@@ -48,6 +48,8 @@ struct switchboard_uring {
     /// Whether the kernel fills buffers incrementally (each receive takes only what it needs
     /// from the head buffer; IORING_CQE_F_BUF_MORE while the buffer has room left).
     int buf_incremental;
+    /// The set-up flags the kernel accepted (IORING_SETUP_*).
+    unsigned setup_flags;
 };
 
 /// Sets up a ring with `entries` submission and `cq_entries` completion slots, single issuer
@@ -58,6 +60,16 @@ int switchboard_uring_init(struct switchboard_uring *r, unsigned entries, unsign
 /// incrementally if `incremental` (the registration fails with -EINVAL where the kernel
 /// cannot). 0, or -errno.
 int switchboard_uring_setup_buffers(struct switchboard_uring *r, unsigned count, unsigned size, int incremental);
+/// Whether the kernel writes received bytes into the buffers only inside
+/// `switchboard_uring_enter` (deferred task running): then, with no completion left to reap,
+/// nothing in them is still to be read, and their pages can be handed back.
+int switchboard_uring_can_trim_buffers(const struct switchboard_uring *r);
+/// Hands the buffers' pages back to the system (they read as zeros when next touched).
+/// Call only where `switchboard_uring_can_trim_buffers` and with every completion reaped.
+/// 0, or -errno.
+int switchboard_uring_trim_buffers(struct switchboard_uring *r);
+/// How many bytes of the buffers are resident now (whole pages).
+size_t switchboard_uring_buffer_resident_bytes(const struct switchboard_uring *r);
 /// Unmaps and closes everything.
 void switchboard_uring_exit(struct switchboard_uring *r);
 /// Submits what is queued and, if `wait`, waits for one completion at most `timeout_ns`

@@ -14,6 +14,16 @@ import SwitchboardCore
 protocol EventLoopIOHandler: AnyObject {
     /// `events` is the epoll event mask (`EPOLLIN`, `EPOLLOUT`, `EPOLLERR`, `EPOLLHUP`, `EPOLLRDHUP`).
     func handleIO(events: UInt32)
+    /// Bytes received by an io_uring loop for a handler registered as a receiver (see
+    /// ``EventLoopReceiver``); valid only during the call. Others are never called with bytes.
+    func handleReceived(_ bytes: UnsafeRawBufferPointer)
+    /// A receiver's receive ended: 0 for the peer's EOF, otherwise the `errno` it failed with.
+    func handleReceiveEnded(errno: Int32)
+}
+
+extension EventLoopIOHandler {
+    func handleReceived(_ bytes: UnsafeRawBufferPointer) {}
+    func handleReceiveEnded(errno: Int32) {}
 }
 
 /// Something that wants to run once at the end of the current loop iteration (after every job
@@ -181,10 +191,11 @@ public final class EventLoop: @unchecked Sendable {
     // MARK: Registration (loop thread only)
 
     /// Registers `fd` for the given epoll events; returns a token for `modify`/`deregister`.
-    /// With io_uring, a `receiver` gets its bytes from a multishot receive instead of `EPOLLIN`
-    /// readiness (``EventLoopReceiver``); with epoll it is not used.
+    /// With io_uring, a `receiver` (the handler itself) gets its bytes from a multishot receive
+    /// instead of `EPOLLIN` readiness (``EventLoopReceiver``); with epoll it is not used.
     func register(fd: Int32, events: UInt32, handler: EventLoopIOHandler, receiver: EventLoopReceiver? = nil) throws(SocketError) -> Int {
         assertInEventLoop()
+        assert(receiver == nil || receiver === handler, "a receiver is registered as its own handler")
         let slot: Int
         if let free = freeSlots.popLast() {
             slot = free
@@ -195,7 +206,7 @@ public final class EventLoop: @unchecked Sendable {
         }
         #if os(Linux)
         if let ring {
-            ring.register(slot: slot, fd: fd, events: events, receiver: receiver)
+            ring.register(slot: slot, fd: fd, events: events, receives: receiver != nil)
             return slot
         }
         #endif
@@ -312,7 +323,13 @@ public final class EventLoop: @unchecked Sendable {
             let wait = waitNanoseconds(hasWork: hasWork)
             #if os(Linux)
             if let ring {
-                ring.submitAndWait(timeoutNanoseconds: wait)
+                // Idle long enough: the receive buffers' pages go back to the system; not yet:
+                // wake up when it will be.
+                var ringWait = wait
+                if ring.trimPending, let untilTrim = ring.trimIfIdle(now: Self.now()), wait < 0 || wait > untilTrim {
+                    ringWait = untilTrim
+                }
+                ring.submitAndWait(timeoutNanoseconds: ringWait)
                 shared.withLock { s in
                     s.sleeping = false
                     s.wakeupPending = false
@@ -384,6 +401,21 @@ public final class EventLoop: @unchecked Sendable {
         let now = Self.now()
         return deadline <= now ? 0 : Int64(clamping: deadline - now)
     }
+
+    #if os(Linux)
+    /// How long an idle io_uring loop keeps its receive buffers' pages (see
+    /// ``IOURingDriver/trimDelay``; loop thread only; no effect on epoll).
+    var ioUringTrimDelay: Int64 {
+        get { ring?.trimDelay ?? 0 }
+        set { ring?.trimDelay = newValue }
+    }
+
+    /// The io_uring receive buffers' bytes resident now, the trims so far, and whether this
+    /// ring can trim (loop thread only; `nil` on epoll). For tests.
+    var ioUringBufferUse: (residentBytes: Int, trims: Int, canTrim: Bool)? {
+        ring.map { ($0.residentBufferBytes, $0.trimCount, $0.canTrim) }
+    }
+    #endif
 
     /// Stops the loop thread after the work already queued. Registered sockets are not closed:
     /// close them first. Jobs enqueued afterwards never run.
