@@ -237,8 +237,13 @@ final class SocketChannel: EventLoopReceiver, EventLoopFlushable, EventLoopTimer
         }
     }
 
+    /// The events the loop watches for: input while reading, writability while bytes wait.
+    /// Never `EPOLLRDHUP` on its own: it is level-triggered and stays set once the peer's FIN is
+    /// in, so a channel not reading (backpressure) woke its loop at once, every time, until
+    /// reading resumed or the write-stall deadline came. While reading, the FIN comes as input
+    /// (a read of 0); errors and hang-ups are reported whatever the mask.
     private var interest: UInt32 {
-        var e: UInt32 = SystemConstants.epollRdHup
+        var e: UInt32 = 0
         if reading && !peerClosedRead { e |= SystemConstants.epollIn }
         if waitingForWritable { e |= SystemConstants.epollOut }
         return e
@@ -623,7 +628,9 @@ final class SocketChannel: EventLoopReceiver, EventLoopFlushable, EventLoopTimer
         }
         if events & (SystemConstants.epollIn | SystemConstants.epollErr | SystemConstants.epollHup | SystemConstants.epollRdHup) != 0 {
             if reading && !peerClosedRead {
-                readAvailable()
+                // With io_uring the receive reads, and reports EOF and errors after what it
+                // holds: a read here could overtake bytes held while reading was stopped.
+                if loop.backend != .ioUring { readAvailable() }
             } else if events & (SystemConstants.epollErr | SystemConstants.epollHup) != 0 {
                 // Not reading (backpressure) but the socket died: report it.
                 let e = Socket.pendingError(fd)

@@ -78,6 +78,9 @@ public final class EventLoop: @unchecked Sendable {
     private var flushing: [EventLoopFlushable] = []
     private var localJobs: [UnownedJob] = []
     private var running = true
+    /// Iterations of the loop so far: one per wait for I/O (loop-confined; for tests, which
+    /// check that nothing wakes an idle loop over and over).
+    private(set) var iterations = 0
     /// One large read buffer shared by every connection on this loop (loop-confined).
     let readBuffer: UnsafeMutableRawBufferPointer
     /// The allocation `readBuffer` lies in, half a page past its start: see ``readBufferPageOffset``.
@@ -313,6 +316,7 @@ public final class EventLoop: @unchecked Sendable {
         let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: maxEvents)
         defer { events.deallocate() }
         while running {
+            iterations &+= 1
             runPendingWork()
             if !running { break }
             let hasWork = !localJobs.isEmpty || shared.withLock { s -> Bool in

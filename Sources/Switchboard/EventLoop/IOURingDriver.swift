@@ -26,9 +26,12 @@ protocol EventLoopReceiver: EventLoopIOHandler {}
 ///   hold (``EventLoopReceiver``): at most what was in flight when the cancel ran.
 /// - any other interest (`EPOLLOUT`; `EPOLLIN` of a listener): a one-shot poll, armed again
 ///   after each completion while the interest lasts, so a socket still ready is reported again
-///   at once, like level-triggered epoll.
+///   at once, like level-triggered epoll. A receiver's polls become multishot once its peer's
+///   FIN is in (see ``arm(_:)``), and report only what epoll would (the wanted events, errors,
+///   hang-ups).
 /// - `EPOLLRDHUP`, `EPOLLERR`, `EPOLLHUP` of a receiver: reported by its receive (EOF, an
-///   error); while it does not read, by its next receive or its write-stall deadline.
+///   error); while it does not read, by its poll for writability if it waits for that,
+///   otherwise by its next receive or its write-stall deadline.
 ///
 /// Each request's user data carries the slot, a generation (bumped when the slot is given
 /// up: completions of a former registration are dropped, their buffers handed back) and what
@@ -51,6 +54,9 @@ final class IOURingDriver {
         /// Whether the slot's handler takes bytes (``EventLoopReceiver``); it is reached
         /// through the loop's handler table, so a slot holds no reference (20 bytes a slot).
         var receives = false
+        /// A receiver whose peer has shut its side down: its polls are multishot (see
+        /// ``arm(_:)``).
+        var peerClosed = false
         /// Where the last request naming `fd` sits in the submission queue (see
         /// ``deregister(slot:)``).
         var lastEntry: UInt32 = 0
@@ -177,6 +183,7 @@ final class IOURingDriver {
         slots[slot].receives = receives
         slots[slot].pollArmed = false
         slots[slot].receive = .idle
+        slots[slot].peerClosed = false
         arm(slot)
     }
 
@@ -213,9 +220,18 @@ final class IOURingDriver {
         slots[slot].pollArmed = false
         slots[slot].receive = .idle
         slots[slot].receives = false
+        slots[slot].peerClosed = false
     }
 
     /// Arms what the slot's interest needs and is not armed yet.
+    ///
+    /// A receiver's poll watches writability only (its receive reads), and the kernel adds
+    /// `EPOLLRDHUP` (with `EPOLLERR` and `EPOLLHUP`) to every poll's mask: once the peer's FIN
+    /// is in, a one-shot poll would complete as soon as it is armed, again and again, while
+    /// the socket is not writable. So from the first such completion on, the slot's polls are
+    /// multishot, which the kernel runs edge-triggered: a completion when armed, then one per
+    /// change on the socket. Writability is wanted only after a write would block, so its
+    /// edge is still to come.
     private func arm(_ slot: Int) {
         let s = slots[slot]
         guard s.fd >= 0 else { return }
@@ -228,7 +244,7 @@ final class IOURingDriver {
             }
         }
         if pollMask != 0 && !s.pollArmed {
-            switchboard_uring_prep_poll(nextSQE(naming: slot), s.fd, pollMask, tag(slot, .poll), 0)
+            switchboard_uring_prep_poll(nextSQE(naming: slot), s.fd, pollMask, tag(slot, .poll), s.peerClosed ? 1 : 0)
             slots[slot].pollArmed = true
         }
     }
@@ -303,9 +319,16 @@ final class IOURingDriver {
             if kind == Kind.receive.rawValue {
                 completeReceive(slot: slot, current: current, res: res, flags: flags, handler: handler)
             } else if current {
-                slots[slot].pollArmed = false
+                if flags & switchboard_uring_cqe_f_more() == 0 { slots[slot].pollArmed = false }
                 if res > 0 {
-                    handler(slot)?.handleIO(events: UInt32(truncatingIfNeeded: res))
+                    var ready = UInt32(truncatingIfNeeded: res)
+                    if slots[slot].receives {
+                        // What epoll would report: the wanted events, errors, hang-ups (see
+                        // ``arm(_:)`` for the peer's FIN, which the kernel adds).
+                        if ready & SystemConstants.epollRdHup != 0 { slots[slot].peerClosed = true }
+                        ready &= slots[slot].wanted | SystemConstants.epollErr | SystemConstants.epollHup
+                    }
+                    if ready != 0 { handler(slot)?.handleIO(events: ready) }
                 } else if res < 0 && res != -ECANCELED {
                     // The poll itself failed: the owner finds out why from the socket, and
                     // the poll is not armed again (it would fail the same way).
