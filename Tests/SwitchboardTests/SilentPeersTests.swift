@@ -162,8 +162,12 @@ struct SilentPeersTests {
         // by the write stall; one whose ping goes unanswered first goes by keepalive (tasks: a
         // peer still being read; on a loaded machine, where the flood itself outlasts a
         // keepalive period, any peer: once every peer was reset while flooding, none was left
-        // for the stall). Both are deadlines; WriteStallTests pins the stall's own.
-        if outcome.reset < count {
+        // for the stall). Both are deadlines; WriteStallTests pins the stall's own. With tasks
+        // the split is a race run to run (stall closes in seven fresh-clone runs: 4–17 of 150
+        // on epoll, 0–13 on io_uring): only a callback route, which stops reading the moment
+        // its queue is full, is sure to leave some to the stall (150 of 150 on epoll, 9–150 on
+        // io_uring).
+        if api == "callbacks" && outcome.reset < count {
             #expect(last.writeStallCloses >= 1, "\(summary)")
         }
         // Within the write-stall timeout (its check ticks at a quarter of it: 1.25 ×) plus one
