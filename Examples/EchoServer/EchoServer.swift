@@ -156,9 +156,11 @@ struct EchoServer: AsyncParsableCommand {
         // connection, at most `shutdownTimeout`).
         let serving = Task { try await server.run() }
         let bound = try await server.listeningPort
-        // Unbuffered, so scripts waiting for this line see it at once.
-        FileHandle.standardOutput.write(Data("echo-server listening on \(config.tls == nil ? "ws" : "wss")://\(host):\(bound)\n".utf8))
-        await ShutdownSignal.wait()
+        // Printed once SIGTERM and SIGINT are caught (a script may stop the server as soon as it
+        // reads the line), unbuffered, so scripts waiting for this line see it at once.
+        await ShutdownSignal.wait {
+            FileHandle.standardOutput.write(Data("echo-server listening on \(config.tls == nil ? "ws" : "wss")://\(host):\(bound)\n".utf8))
+        }
         serving.cancel()
         try await serving.value
     }

@@ -10,6 +10,43 @@ int switchboard_accept_nonblocking(int fd, struct sockaddr *addr, socklen_t *len
 #endif
 
 #include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+// The descriptor the handler writes to: read in the handler, so atomic (lock-free for int).
+static atomic_int switchboard_signal_fd = -1;
+
+static void switchboard_signal_handler(int signal) {
+    int saved = errno;
+    int fd = atomic_load(&switchboard_signal_fd);
+    if (fd >= 0) {
+        unsigned char byte = (unsigned char)signal;
+        // The pipe is non-blocking: when full, the byte already there says the same.
+        ssize_t ignored = write(fd, &byte, 1);
+        (void)ignored;
+    }
+    errno = saved;
+}
+
+void switchboard_signal_forward_to(int fd) { atomic_store(&switchboard_signal_fd, fd); }
+
+unsigned long switchboard_signal_action_size(void) { return sizeof(struct sigaction); }
+
+int switchboard_signal_forward(int signal, void *previous) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = switchboard_signal_handler;
+    action.sa_flags = SA_RESTART;
+    sigemptyset(&action.sa_mask);
+    return sigaction(signal, &action, (struct sigaction *)previous);
+}
+
+int switchboard_signal_restore(int signal, const void *previous) {
+    return sigaction(signal, (const struct sigaction *)previous, NULL);
+}
+
 #if defined(__linux__)
 #include <sys/random.h>
 #else

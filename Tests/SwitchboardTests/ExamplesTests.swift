@@ -57,6 +57,42 @@ struct ExamplesTests {
         #expect(process.terminationStatus == 0)
     }
 
+    /// A SIGTERM sent the moment the listening line is read stops the server gracefully (exit
+    /// status 0), every time: scripts (Benchmarks/run.sh, scripts/autobahn) wait for that line
+    /// and may stop the server at once. Until stop 51 the handlers were installed only after the
+    /// line was printed, through libdispatch signal sources that lose a signal arriving while
+    /// they are set up: a server ignored its SIGTERM and ran for ever (the first of 30 tries).
+    @Test func echoServerStopsOnASIGTERMSentAsSoonAsItIsListening() async throws {
+        let binary = try Self.binary("echo-server")
+        var outcomes: [String] = []
+        for _ in 0..<20 {
+            let (process, out) = try Self.launch(binary, ["--port", "0"])
+            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+            // Read the line and signal from the same thread, with nothing in between.
+            let line = try await onServerTestThread { () -> String in
+                var data = Data()
+                while !data.contains(10) {
+                    let chunk = out.fileHandleForReading.availableData
+                    if chunk.isEmpty { break }
+                    data += chunk
+                }
+                kill(process.processIdentifier, SIGTERM)
+                return String(decoding: data, as: UTF8.self)
+            }
+            #expect(line.contains("listening"), "\(line)")
+            // Bounded: a server that lost its signal never exits by itself.
+            let deadline = ContinuousClock.now + .seconds(15)
+            while process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            if process.isRunning {
+                outcomes.append("still running")
+            } else {
+                outcomes.append(process.terminationReason == .exit ? "exit \(process.terminationStatus)" : "signal \(process.terminationStatus)")
+            }
+            if outcomes.last != "exit 0" { break }
+        }
+        #expect(outcomes.allSatisfy { $0 == "exit 0" }, "\(outcomes)")
+    }
+
     /// echo-client speaks the Autobahn|Testsuite client-testee protocol; a tiny fuzzing-server
     /// stand-in checks each step.
     @Test func echoClientFollowsTheAutobahnTesteeProtocol() async throws {
