@@ -71,6 +71,42 @@ struct SignedTokenTests {
         #expect(Date().timeIntervalSince1970 >= Double(exp) - 1, "closed before the token expired")
     }
 
+    /// `refresh` with a new token for the same `sub`, each before the current one expires:
+    /// the connection outlives three tokens' expiries; each `refreshed` event carries the new
+    /// `exp` and no `seq`.
+    @Test func refreshesKeepAConnectionAcrossThreeExpiries() async throws {
+        let server = try await Self.server()
+        let lifetime = TestEnvironment.lifetime(.seconds(3), tsan: .seconds(20))
+        var exp = AgentTokens.expiry(lifetime)
+        let client = try await RawAgentClient.connect(port: server.port, session: UUID().uuidString,
+                                                      token: AgentTokens.token("alice", exp: exp))
+        var sequence = 0
+        for round in 1...3 {
+            // The next token, valid one lifetime past the current one.
+            let next = exp + Int(lifetime.components.seconds)
+            try await client.refresh(AgentTokens.token("alice", exp: next))
+            let refreshed = await client.read { $0.subtype == "refreshed" }
+            #expect(refreshed.last?.subtype == "refreshed", "round \(round): \(refreshed)")
+            #expect(refreshed.last?["type"] as? String == "system")
+            #expect((refreshed.last?["data"] as? [String: Any])?["exp"] as? Int == next)
+            #expect(refreshed.last?.seq == nil, "refreshed is numbered: \(refreshed)")
+            // The current token expires: the connection lives on.
+            let current = exp
+            while Date().timeIntervalSince1970 < Double(current) + 0.5 {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            exp = next
+            try await client.send(#"{"type":"cancel","data":{}}"#)
+            let reply = await client.read { $0.seq != nil }
+            sequence += 1
+            #expect(reply.last?.systemMessage == "no turn is running", "round \(round): \(reply)")
+            #expect(reply.last?.seq == sequence, "round \(round): \(reply)")
+            #expect(await client.closeStatus == nil, "round \(round): closed")
+        }
+        await client.close()
+        #expect(!server.stderr.contains(AgentTokens.secret))
+    }
+
     /// A `Channel` with a token provider refreshes in-band by itself: it outlives three tokens'
     /// expiries on one connection (no reconnection, no resume), and sees each `refreshed`.
     @Test func aChannelWithATokenProviderStaysConnectedAcrossThreeExpiries() async throws {
@@ -305,51 +341,6 @@ struct SignedTokenTests {
             serve.waitUntilExit()
             #expect(serve.terminationStatus == 64, "\(arguments) \(environment)")
         }
-    }
-}
-
-/// The `SignedTokenTests` case that waits out three token lifetimes (3 s each; 20 s under
-/// ThreadSanitizer, stretched by the load), in a suite of its own so that it runs beside the
-/// others: in the serialized suite it was the longest path of the ThreadSanitizer stage.
-@Suite("agent-stream: a connection outlives its tokens by refreshing")
-struct SignedTokenRefreshTests {
-    /// Token lifetimes run on the wall clock: each test starts once the process is responsive.
-    init() async { await MachineLoad.waitUntilResponsive() }
-
-    /// `refresh` with a new token for the same `sub`, each before the current one expires:
-    /// the connection outlives three tokens' expiries; each `refreshed` event carries the new
-    /// `exp` and no `seq`.
-    @Test func refreshesKeepAConnectionAcrossThreeExpiries() async throws {
-        let server = try await SignedTokenTests.server()
-        let lifetime = TestEnvironment.lifetime(.seconds(3), tsan: .seconds(20))
-        var exp = AgentTokens.expiry(lifetime)
-        let client = try await RawAgentClient.connect(port: server.port, session: UUID().uuidString,
-                                                      token: AgentTokens.token("alice", exp: exp))
-        var sequence = 0
-        for round in 1...3 {
-            // The next token, valid one lifetime past the current one.
-            let next = exp + Int(lifetime.components.seconds)
-            try await client.refresh(AgentTokens.token("alice", exp: next))
-            let refreshed = await client.read { $0.subtype == "refreshed" }
-            #expect(refreshed.last?.subtype == "refreshed", "round \(round): \(refreshed)")
-            #expect(refreshed.last?["type"] as? String == "system")
-            #expect((refreshed.last?["data"] as? [String: Any])?["exp"] as? Int == next)
-            #expect(refreshed.last?.seq == nil, "refreshed is numbered: \(refreshed)")
-            // The current token expires: the connection lives on.
-            let current = exp
-            while Date().timeIntervalSince1970 < Double(current) + 0.5 {
-                try await Task.sleep(for: .milliseconds(100))
-            }
-            exp = next
-            try await client.send(#"{"type":"cancel","data":{}}"#)
-            let reply = await client.read { $0.seq != nil }
-            sequence += 1
-            #expect(reply.last?.systemMessage == "no turn is running", "round \(round): \(reply)")
-            #expect(reply.last?.seq == sequence, "round \(round): \(reply)")
-            #expect(await client.closeStatus == nil, "round \(round): closed")
-        }
-        await client.close()
-        #expect(!server.stderr.contains(AgentTokens.secret))
     }
 }
 #endif

@@ -64,6 +64,19 @@ struct ChatTokenTests {
         while Date() <= date { try await Task.sleep(for: .milliseconds(50)) }
     }
 
+    @Test func connectionWhoseTokenExpiresIsClosedWith4001() async throws {
+        let server = try await Self.server()
+        defer { server.child.signal(SIGKILL) }
+        let token = Self.token(sub: "u1", name: "alice", lifetime: Self.short)
+        let alice = try await TestPeer.connect("alice", url: server.wsURL, token: token)
+        try await alice.send(.join(room: "r", user: nil))
+        #expect(try await alice.expect("presence") { $0.type == "presence" }.users == ["alice"])
+        #expect(try await alice.waitForClose() == 4001)
+        #expect(await alice.socket.closeStatus?.reason == "token expired")
+        // Not before its time (the verifier's leeway never shortens it).
+        #expect(Date() >= (try Self.exp(of: token)).addingTimeInterval(-0.5))
+    }
+
     @Test func refreshWithTheSameSubjectMovesTheDeadline() async throws {
         let server = try await Self.server()
         defer { server.child.signal(SIGKILL) }
@@ -97,6 +110,35 @@ struct ChatTokenTests {
         try await alice.expectError(code: "invalid_token", type: "authentication_error")
         #expect(!(await alice.events).contains { $0.type == "refreshed" })
         #expect(try await alice.waitForClose() == 4001)
+    }
+
+    /// The same client with a token provider (SocketAdapter): asked again at 80% of each
+    /// token's lifetime, the new token sent in-band; it stays connected across three expiries.
+    @Test func tokenProviderKeepsTheClientConnectedAcrossThreeExpiries() async throws {
+        let server = try await Self.server()
+        defer { server.child.signal(SIGKILL) }
+        let issued = TestLock<[String]>([])
+        let socket = SocketAdapter(tokenProvider: {
+            // Declared to the client as expiring halfway through its real life: the refresh comes
+            // at 40% of it, leaving 60% (not 20%: 0.6 s of a 3 s token, missed by a loaded
+            // machine running the whole suite) for it to get through. The server closes at `exp`.
+            let token = Self.token(sub: "u1", name: "alice", lifetime: Self.refreshable)
+            issued.withLock { $0.append(token) }
+            let now = Date()
+            let declared = TokenExpiry.of(token).map { now.addingTimeInterval($0.timeIntervalSince(now) / 2) }
+            return SocketToken(token, expiresAt: declared)
+        }, refreshCommand: { ChatCommand.refresh(token: $0.value).message })
+        let alice = try await TestPeer.connect("alice", url: server.wsURL, socket: socket)
+        try await alice.send(.join(room: "r", user: nil))
+        try await alice.expect("history") { $0.type == "history" }
+        for n in 1...3 { try await alice.expect("refreshed #\(n)") { $0.type == "refreshed" && $0.exp != nil } }
+        let firstThree = issued.withLock { Array($0.prefix(3)) }
+        #expect(firstThree.count == 3)
+        // Three tokens' deadlines passed while connected: the first two for sure.
+        try await Self.waitUntilPast(try Self.exp(of: try #require(firstThree.dropLast().last)))
+        _ = try await ChatResumeTests.post(alice, "r", "still here")
+        #expect(await alice.finished == false)
+        #expect(!(await alice.events).contains { $0.type == "error" })
     }
 
     @Test func joinUnderAnotherNameIsForbiddenAndWithoutUserTakesTheTokensName() async throws {
@@ -256,57 +298,6 @@ struct ChatTokenTests {
             "join", "--url", server.wsURL, "--token", "x", "--token-command", "true",
         ])
         #expect(await both.waitForExit() == 64)
-    }
-}
-
-/// The two `ChatTokenTests` that wait out whole token lifetimes, in a suite of their own so that
-/// they run beside the others (each suite is serialized; together the token tests were the
-/// longest path of the ThreadSanitizer stage, 298 s of 337).
-@Suite(.serialized, .timeLimit(.minutes(10)))
-struct ChatTokenExpiryTests {
-    /// Token lifetimes run on the wall clock: each test starts once the process is responsive.
-    init() async { await MachineLoad.waitUntilResponsive() }
-
-    @Test func connectionWhoseTokenExpiresIsClosedWith4001() async throws {
-        let server = try await ChatTokenTests.server()
-        defer { server.child.signal(SIGKILL) }
-        let token = ChatTokenTests.token(sub: "u1", name: "alice", lifetime: ChatTokenTests.short)
-        let alice = try await TestPeer.connect("alice", url: server.wsURL, token: token)
-        try await alice.send(.join(room: "r", user: nil))
-        #expect(try await alice.expect("presence") { $0.type == "presence" }.users == ["alice"])
-        #expect(try await alice.waitForClose() == 4001)
-        #expect(await alice.socket.closeStatus?.reason == "token expired")
-        // Not before its time (the verifier's leeway never shortens it).
-        #expect(Date() >= (try ChatTokenTests.exp(of: token)).addingTimeInterval(-0.5))
-    }
-
-    /// The same client with a token provider (SocketAdapter): asked again at 80% of each
-    /// token's lifetime, the new token sent in-band; it stays connected across three expiries.
-    @Test func tokenProviderKeepsTheClientConnectedAcrossThreeExpiries() async throws {
-        let server = try await ChatTokenTests.server()
-        defer { server.child.signal(SIGKILL) }
-        let issued = TestLock<[String]>([])
-        let socket = SocketAdapter(tokenProvider: {
-            // Declared to the client as expiring halfway through its real life: the refresh comes
-            // at 40% of it, leaving 60% (not 20%: 0.6 s of a 3 s token, missed by a loaded
-            // machine running the whole suite) for it to get through. The server closes at `exp`.
-            let token = ChatTokenTests.token(sub: "u1", name: "alice", lifetime: ChatTokenTests.refreshable)
-            issued.withLock { $0.append(token) }
-            let now = Date()
-            let declared = TokenExpiry.of(token).map { now.addingTimeInterval($0.timeIntervalSince(now) / 2) }
-            return SocketToken(token, expiresAt: declared)
-        }, refreshCommand: { ChatCommand.refresh(token: $0.value).message })
-        let alice = try await TestPeer.connect("alice", url: server.wsURL, socket: socket)
-        try await alice.send(.join(room: "r", user: nil))
-        try await alice.expect("history") { $0.type == "history" }
-        for n in 1...3 { try await alice.expect("refreshed #\(n)") { $0.type == "refreshed" && $0.exp != nil } }
-        let firstThree = issued.withLock { Array($0.prefix(3)) }
-        #expect(firstThree.count == 3)
-        // Three tokens' deadlines passed while connected: the first two for sure.
-        try await ChatTokenTests.waitUntilPast(try ChatTokenTests.exp(of: try #require(firstThree.dropLast().last)))
-        _ = try await ChatResumeTests.post(alice, "r", "still here")
-        #expect(await alice.finished == false)
-        #expect(!(await alice.events).contains { $0.type == "error" })
     }
 }
 #endif
