@@ -166,7 +166,9 @@ struct SignedTokenTests {
             let reply = await client.read { $0["type"] as? String == "error" }
             #expect(reply.last?.errorCode == "invalid_token", "\(reply)")
         }
-        let rest = await client.readToEnd()
+        // Bounded by the lifetime (up to 80 s under ThreadSanitizer on a loaded machine), not
+        // the default 60 s: a fresh-clone run saw the read give up 20 s before the 4001.
+        let rest = await client.readToEnd(timeout: lifetime + .seconds(60))
         #expect(!rest.contains { $0.subtype == "refreshed" }, "\(rest)")
         #expect(await client.closeStatus?.code.rawValue == 4001)
         #expect(Date().timeIntervalSince1970 >= Double(exp) - 1, "closed before the token expired")
