@@ -105,15 +105,16 @@ final class ChildProcess: Sendable {
     var lines: [String] { box.state.withLock { $0.lines } }
     var stderrText: String { box.state.withLock { String(decoding: $0.err, as: UTF8.self) } }
 
-    /// Waits for a stdout line satisfying `predicate` (searching all lines so far). The timeout
-    /// only ends a failing wait: generous (ThreadSanitizer builds, a loaded machine).
+    /// Waits for a stdout line satisfying `predicate` (searching all lines so far, or those from
+    /// index `from` on). The timeout only ends a failing wait: generous (ThreadSanitizer builds,
+    /// a loaded machine).
     @discardableResult
-    func waitForLine(timeout: Duration = .seconds(60), _ what: String = "line",
+    func waitForLine(timeout: Duration = .seconds(60), from start: Int = 0, _ what: String = "line",
                      where predicate: (String) -> Bool) async throws -> String {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
-            if let line = lines.first(where: predicate) { return line }
-            if !process.isRunning, let line = lines.first(where: predicate) { return line }
+            if let line = lines.dropFirst(start).first(where: predicate) { return line }
+            if !process.isRunning, let line = lines.dropFirst(start).first(where: predicate) { return line }
             try await Task.sleep(for: .milliseconds(20))
         }
         let exit = process.isRunning ? "still running"
