@@ -164,10 +164,13 @@ struct SilentPeersTests {
         // keepalive period, any peer: once every peer was reset while flooding, none was left
         // for the stall). Both are deadlines; WriteStallTests pins the stall's own. With tasks
         // the split is a race run to run (stall closes in seven fresh-clone runs: 4–17 of 150
-        // on epoll, 0–13 on io_uring): only a callback route, which stops reading the moment
-        // its queue is full, is sure to leave some to the stall (150 of 150 on epoll, 9–150 on
-        // io_uring).
-        if api == "callbacks" && outcome.reset < count {
+        // on epoll, 0–13 on io_uring): only a callback route on epoll, which stops reading the
+        // moment its queue is full, is sure to leave some to the stall (149–150 of 150 in every
+        // run). On io_uring the callback route's split is a race too: 0, 13 and 76 of 150 in
+        // stop 51's three runs (0 failed a fresh-clone run); why it differs from epoll is not
+        // known yet.
+        let onIOURing = ProcessInfo.processInfo.environment["SWITCHBOARD_EVENT_LOOP"] == "io_uring"
+        if api == "callbacks" && !onIOURing && outcome.reset < count {
             #expect(last.writeStallCloses >= 1, "\(summary)")
         }
         // Within the write-stall timeout (its check ticks at a quarter of it: 1.25 ×) plus one
