@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import Switchboard
+import SwitchboardTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -30,6 +31,37 @@ struct ShutdownSignalTests {
         kill(getpid(), signal)   // to the process (a thread-directed raise stays pending on a thread that blocks it)
         await waiting.value
         #expect(Self.disposition(signal) == Self.defaultAction, "restored")
+    }
+
+    /// Two signals in a row (Ctrl-C twice) while one wait is pending end that wait, and the
+    /// second is not kept for the next wait, which goes on until it is cancelled. SIGINT is
+    /// ignored around the test: a signal that comes after the handlers were removed meets the
+    /// disposition from before, which by default ends the process.
+    @Test func aSecondSignalDoesNotEndTheNextWait() async throws {
+        signal(SIGINT, SIG_IGN)
+        defer { signal(SIGINT, SIG_DFL) }
+        for round in 1...10 {
+            let installed = AsyncStream<Void>.makeStream()
+            let first = Task { await ShutdownSignal.wait { installed.continuation.yield() } }
+            for await _ in installed.stream { break }
+            kill(getpid(), SIGINT)
+            kill(getpid(), SIGINT)
+            await first.value
+            let next = AsyncStream<Void>.makeStream()
+            let ended = TestLock(false)
+            let second = Task {
+                await ShutdownSignal.wait { next.continuation.yield() }
+                ended.withLock { $0 = true }
+            }
+            for await _ in next.stream { break }
+            // Only a signal or a cancellation ends this wait, so however long the sleep, a
+            // correct wait is still pending after it; a stale byte ends it within microseconds.
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(!ended.withLock { $0 }, "round \(round): the next wait ended without a signal")
+            second.cancel()
+            await second.value
+        }
+        #expect(Self.disposition(SIGINT) == unsafeBitCast(SIG_IGN, to: Int.self), "the disposition from before")
     }
 
     @Test func aCancelledWaitReturnsAndRestoresTheDefault() async throws {

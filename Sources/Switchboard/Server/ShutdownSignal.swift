@@ -17,7 +17,8 @@ public enum ShutdownSignal {
     /// While waiting, the two signals' default action (ending the process) is replaced by this
     /// wait; when one arrives, the dispositions the process had before are restored, so a second
     /// Ctrl-C behaves as it did before the call. A signal is never lost while anyone waits: the
-    /// handler writes it to a pipe that a thread of this type reads.
+    /// handler writes it to a pipe that a thread of this type reads. Nor is one kept for later:
+    /// a second signal caught before the handlers were removed does not end the next wait.
     public static func wait() async {
         await wait(afterInstalling: {})
     }
@@ -92,6 +93,9 @@ private final class ShutdownSignalWaiters: @unchecked Sendable {
             // Without a pipe, nothing would hear the signal: leave the default actions.
             guard readFD >= 0 else { return .waiting(startReader: false) }
             if s.previous.isEmpty {
+                // No reader runs when none was installed; bytes left from a reader that ended
+                // must not end this wait at once.
+                if !s.readerRunning { drainStaleBytes() }
                 switchboard_signal_forward_to(writeFD)
                 for signal in Self.signals {
                     let previous = UnsafeMutableRawPointer.allocate(byteCount: Int(switchboard_signal_action_size()),
@@ -142,6 +146,17 @@ private final class ShutdownSignalWaiters: @unchecked Sendable {
         }
         s.previous = []
         switchboard_signal_forward_to(-1)
+    }
+
+    /// Reads what an ended reader left in the pipe: a second signal that came before the first
+    /// one's reader removed the handlers (two Ctrl-C in a row), or a cancellation's wake-up. Only
+    /// while no reader runs, so that nothing else reads and `read` never blocks.
+    private func drainStaleBytes() {
+        var descriptor = pollfd(fd: readFD, events: Int16(POLLIN), revents: 0)
+        var byte: UInt8 = 0
+        while poll(&descriptor, 1, 0) == 1, descriptor.revents & Int16(POLLIN) != 0 {
+            guard read(readFD, &byte, 1) == 1 else { return }
+        }
     }
 
     /// A zero byte: the reader checks whether anyone still waits.
