@@ -5,7 +5,14 @@
 # MetricsSupport): the examples run their servers in a ServiceGroup and the tests cover both.
 SWIFT_TRAITS=(--enable-all-traits)
 
-say() { printf '==> %s\n' "$*" >&2; }
+# Each message carries the minutes and seconds since the outermost script started (scripts the
+# test script runs inherit its start), so a CI log shows what each stage took.
+: "${SWITCHBOARD_SCRIPT_START:=$(date +%s)}"
+export SWITCHBOARD_SCRIPT_START
+say() {
+    local elapsed=$(( $(date +%s) - SWITCHBOARD_SCRIPT_START ))
+    printf '==> [%d:%02d] %s\n' $(( elapsed / 60 )) $(( elapsed % 60 )) "$*" >&2
+}
 
 apt_install() {
     if [ "$(id -u)" -ne 0 ]; then
