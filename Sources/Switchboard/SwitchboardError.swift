@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import SwitchboardCore
 
 /// The one error type of the Switchboard I/O layer and public API.
@@ -64,17 +65,17 @@ public struct SwitchboardError: Error, Sendable, Equatable, CustomStringConverti
     }
 
     /// What class of failure this is; compare with the static members of ``Kind``.
-    public var kind: Kind { storage.kind }
+    public var kind: Kind { storage.fields.kind }
     /// Human-readable detail; never contains credentials.
-    public var message: String { storage.message }
+    public var message: String { storage.fields.message }
     /// HTTP status for `.handshakeRejected` and `.proxy`.
-    public var httpStatus: Int? { storage.httpStatus }
+    public var httpStatus: Int? { storage.fields.httpStatus }
     /// Response body for `.handshakeRejected` (at most 64 KiB kept).
-    public var httpBody: String? { storage.httpBody }
+    public var httpBody: String? { storage.fields.httpBody }
     /// The close code for `.protocolViolation`, `.closed` and `.limitExceeded`.
-    public var closeCode: WebSocketCloseCode? { storage.closeCode }
+    public var closeCode: WebSocketCloseCode? { storage.fields.closeCode }
     /// `errno` for `.connect` and `.io`.
-    public var errno: Int32? { storage.errno }
+    public var errno: Int32? { storage.fields.errno }
 
     /// The fields, in one immutable object: the error itself is one reference wide. Every
     /// `try await` of a function that throws `SwitchboardError` keeps room for the error in the
@@ -82,29 +83,40 @@ public struct SwitchboardError: Error, Sendable, Equatable, CustomStringConverti
     /// handler out of its task's first allocator slab (about 1 KiB more per idle connection).
     private let storage: Storage
 
-    private final class Storage: Sendable {
+    private struct Fields {
         let kind: Kind
         let message: String
         let httpStatus: Int?
         let httpBody: String?
         let closeCode: WebSocketCloseCode?
         let errno: Int32?
+    }
 
-        init(kind: Kind, message: String, httpStatus: Int?, httpBody: String?, closeCode: WebSocketCloseCode?,
-             errno: Int32?) {
-            self.kind = kind
-            self.message = message
-            self.httpStatus = httpStatus
-            self.httpBody = httpBody
-            self.closeCode = closeCode
-            self.errno = errno
+    /// Errors are mostly made on an event loop's thread and read in a task that a continuation
+    /// resumed. The runtime orders the two, but ThreadSanitizer cannot see through a resumption
+    /// into an actor that is already running (the reason for `ClientConnector.handoff` too),
+    /// and would report the fields' reads as races with their writes; a release after the
+    /// writes and an acquire before every read make the order visible to it. Errors are rare:
+    /// the two atomic operations cost nothing that matters.
+    private final class Storage: Sendable {
+        private let stored: Fields
+        private let published = Atomic<Bool>(false)
+
+        init(_ fields: Fields) {
+            stored = fields
+            published.store(true, ordering: .releasing)
+        }
+
+        var fields: Fields {
+            _ = published.load(ordering: .acquiring)
+            return stored
         }
     }
 
     package init(kind: Kind, message: String, httpStatus: Int? = nil, httpBody: String? = nil,
          closeCode: WebSocketCloseCode? = nil, errno: Int32? = nil) {
-        storage = Storage(kind: kind, message: message, httpStatus: httpStatus, httpBody: httpBody,
-                          closeCode: closeCode, errno: errno)
+        storage = Storage(Fields(kind: kind, message: message, httpStatus: httpStatus, httpBody: httpBody,
+                                 closeCode: closeCode, errno: errno))
     }
 
     /// Equal when every field is.
