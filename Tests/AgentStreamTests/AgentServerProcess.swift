@@ -17,6 +17,7 @@ final class AgentServerProcess: @unchecked Sendable {
     private let process = Process()
     private let stdoutText = LockedText()
     private let stderrText = LockedText()
+    private var readers: [PipeReader] = []
     let port: Int
 
     static let packageRoot = URL(fileURLWithPath: #filePath)
@@ -50,14 +51,10 @@ final class AgentServerProcess: @unchecked Sendable {
         process.standardOutput = out
         process.standardError = err
         process.standardInput = FileHandle.nullDevice
-        out.fileHandleForReading.readabilityHandler = { [stdoutText] h in
-            let d = h.availableData
-            if d.isEmpty { h.readabilityHandler = nil } else { stdoutText.append(d) }
-        }
-        err.fileHandleForReading.readabilityHandler = { [stderrText] h in
-            let d = h.availableData
-            if d.isEmpty { h.readabilityHandler = nil } else { stderrText.append(d) }
-        }
+        readers = [
+            PipeReader(out.fileHandleForReading) { [stdoutText] d in if !d.isEmpty { stdoutText.append(d) } },
+            PipeReader(err.fileHandleForReading) { [stderrText] d in if !d.isEmpty { stderrText.append(d) } },
+        ]
         try process.run()
         let deadline = ContinuousClock.now + .seconds(60)           // a failure guard only
         var found: Int?

@@ -347,6 +347,7 @@ final class FakeSentinel: @unchecked Sendable {
     private let process = Process()
     private let lock = NSLock()
     private var asked = 0
+    private var reader: PipeReader?
     let port: Int
     var questions: Int { lock.withLock { asked } }
 
@@ -398,15 +399,14 @@ final class FakeSentinel: @unchecked Sendable {
             throw RedisServerProcess.Failure("the fake sentinel printed no port")
         }
         self.port = port
-        handle.readabilityHandler = { [weak self] h in
-            let n = h.availableData.filter { $0 == UInt8(ascii: "\n") }.count
+        reader = PipeReader(handle) { [weak self] chunk in
+            let n = chunk.filter { $0 == UInt8(ascii: "\n") }.count
             guard let self else { return }
             self.lock.withLock { self.asked += n }
         }
     }
 
     func stop() {
-        process.standardOutput.flatMap { $0 as? Pipe }?.fileHandleForReading.readabilityHandler = nil
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
 

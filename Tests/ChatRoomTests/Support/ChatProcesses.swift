@@ -67,6 +67,8 @@ final class ChildProcess: Sendable {
     private let box = Box()
     let process: Process
     private let stdin = Pipe()
+    private let stdoutReader: PipeReader
+    private let stderrReader: PipeReader
 
     init(executable: URL, arguments: [String], environment: [String: String]? = nil) throws {
         process = Process()
@@ -77,8 +79,7 @@ final class ChildProcess: Sendable {
         process.standardInput = stdin
         process.standardOutput = stdout
         process.standardError = stderr
-        stdout.fileHandleForReading.readabilityHandler = { [box] h in
-            let chunk = h.availableData
+        stdoutReader = PipeReader(stdout.fileHandleForReading) { [box] chunk in
             box.state.withLock { s in
                 s.out.append(chunk)
                 while let nl = s.out.firstIndex(of: 0x0A) {
@@ -88,16 +89,13 @@ final class ChildProcess: Sendable {
             }
             if chunk.isEmpty {
                 box.state.withLock { $0.outEnded = true }
-                h.readabilityHandler = nil
             }
         }
-        stderr.fileHandleForReading.readabilityHandler = { [box] h in
-            let chunk = h.availableData
+        stderrReader = PipeReader(stderr.fileHandleForReading) { [box] chunk in
             box.state.withLock { s in
                 s.err.append(chunk)
                 if chunk.isEmpty { s.errEnded = true }
             }
-            if chunk.isEmpty { h.readabilityHandler = nil }
         }
         try process.run()
     }

@@ -7,6 +7,7 @@ import Foundation
 @testable import Switchboard
 import SwitchboardCore
 import Synchronization
+import SwitchboardTestSupport
 
 /// A peer process nobody here wrote: `Peers/ws_echo_server.py` (Python `websockets`), started
 /// with `Process`, torn down by ``withInteropPeer(_:_:)``. Its stdout is read line by line.
@@ -20,6 +21,8 @@ final class InteropPeer: @unchecked Sendable {  // Process/Pipe: only terminate(
     private let stdin: Pipe
     private let output: InteropOutput
     private let errors: InteropOutput
+    private let stdoutReader: PipeReader
+    private let stderrReader: PipeReader
 
     /// Path of the peer script, found relative to this source file.
     static var scriptPath: String {
@@ -46,12 +49,10 @@ final class InteropPeer: @unchecked Sendable {  // Process/Pipe: only terminate(
         let errors = InteropOutput()
         self.output = output
         self.errors = errors
-        stdout.fileHandleForReading.readabilityHandler = { handle in
-            let chunk = handle.availableData
+        stdoutReader = PipeReader(stdout.fileHandleForReading) { chunk in
             output.state.withLock { state in
                 if chunk.isEmpty {
                     state.eof = true
-                    handle.readabilityHandler = nil
                     if !state.partial.isEmpty {
                         state.pending.append(String(decoding: state.partial, as: UTF8.self))
                         state.partial = Data()
@@ -66,11 +67,8 @@ final class InteropPeer: @unchecked Sendable {  // Process/Pipe: only terminate(
                 }
             }
         }
-        stderr.fileHandleForReading.readabilityHandler = { handle in
-            let chunk = handle.availableData
-            if chunk.isEmpty {
-                handle.readabilityHandler = nil
-            } else {
+        stderrReader = PipeReader(stderr.fileHandleForReading) { chunk in
+            if !chunk.isEmpty {
                 errors.state.withLock { if $0.partial.count < 1 << 20 { $0.partial.append(chunk) } }
             }
         }

@@ -2,6 +2,7 @@ import Foundation
 @testable import Switchboard
 import SwitchboardCore
 import Synchronization
+import SwitchboardTestSupport
 import Testing
 
 /// Runs `Peers/server_client.py` (a client built on the Python `websockets` package, which we did
@@ -37,6 +38,8 @@ final class ServerPeer: Sendable {
     private let process = Process()
     private let stdoutPipe = Pipe()
     private let stderrPipe = Pipe()
+    private let stdoutReader: PipeReader
+    private let stderrReader: PipeReader
     private struct Buffers {
         var out = Data()
         var err = Data()
@@ -55,8 +58,7 @@ final class ServerPeer: Sendable {
         process.standardOutput = stdoutPipe
         process.standardError = stderrPipe
         process.standardInput = FileHandle.nullDevice
-        stdoutPipe.fileHandleForReading.readabilityHandler = { [shared] h in
-            let d = h.availableData
+        stdoutReader = PipeReader(stdoutPipe.fileHandleForReading) { [shared] d in
             shared.buffers.withLock { b in
                 b.out.append(d)
                 while let nl = b.out.firstIndex(of: 0x0A) {
@@ -70,8 +72,7 @@ final class ServerPeer: Sendable {
                 }
             }
         }
-        stderrPipe.fileHandleForReading.readabilityHandler = { [shared] h in
-            let d = h.availableData
+        stderrReader = PipeReader(stderrPipe.fileHandleForReading) { [shared] d in
             shared.buffers.withLock { $0.err.append(d) }
         }
         process.terminationHandler = { [shared] p in shared.exited.withLock { $0 = p.terminationStatus } }
@@ -127,16 +128,12 @@ final class ServerPeer: Sendable {
             }
             try? await Task.sleep(for: .milliseconds(10))
         }
-        // Drain what is left in the pipes.
-        try? await Task.sleep(for: .milliseconds(30))
-        stdoutPipe.fileHandleForReading.readabilityHandler = nil
-        stderrPipe.fileHandleForReading.readabilityHandler = nil
-        let restOut = (try? stdoutPipe.fileHandleForReading.readToEnd()) ?? nil
-        let restErr = (try? stderrPipe.fileHandleForReading.readToEnd()) ?? nil
+        // Everything the process printed, up to the end of its output.
+        _ = await stdoutReader.waitUntilEnded()
+        _ = await stderrReader.waitUntilEnded()
         let code = process.terminationStatus
         let result = shared.buffers.withLock { b -> Result in
-            if let restOut, !restOut.isEmpty {
-                b.out.append(restOut)
+            if !b.out.isEmpty {  // a last line without its newline
                 for line in b.out.split(separator: 0x0A) {
                     if let obj = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] {
                         b.lines.append(obj.mapValues { Self.sendable($0) })
@@ -144,7 +141,6 @@ final class ServerPeer: Sendable {
                 }
                 b.out = Data()
             }
-            if let restErr { b.err.append(restErr) }
             return Result(exitCode: code, lines: b.lines, stderr: String(decoding: b.err, as: UTF8.self),
                           timedOut: timedOut)
         }
