@@ -23,3 +23,23 @@ struct ConnectionLoopEntry<Argument>: @unchecked Sendable {
         body(connection, argument)
     }
 }
+
+/// A synchronous, throwing call into a connection's isolation from code that is already
+/// isolated to it but cannot say so statically (a `nonisolated(nonsending)` method whose caller
+/// turned out to be the connection itself): no executor switch, no allocation. Made once, cast
+/// as ``ConnectionLoopEntry`` casts. Debug builds check the thread.
+struct ConnectionLoopCall<Argument, Result, Failure: Error>: @unchecked Sendable {
+    // Safety: the closure captures nothing and is immutable.
+    private let body: (WebSocketConnection, Argument) throws(Failure) -> Result
+
+    init(_ isolated: @escaping (isolated WebSocketConnection, Argument) throws(Failure) -> Result) {
+        body = unsafeBitCast(isolated, to: ((WebSocketConnection, Argument) throws(Failure) -> Result).self)
+    }
+
+    /// Runs the call for `connection`; only from code isolated to it (its loop thread).
+    @inline(__always)
+    func callAsFunction(_ connection: WebSocketConnection, _ argument: Argument) throws(Failure) -> Result {
+        connection.loop.assertInEventLoop()
+        return try body(connection, argument)
+    }
+}

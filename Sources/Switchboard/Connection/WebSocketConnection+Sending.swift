@@ -11,7 +11,30 @@ extension WebSocketConnection {
     /// `compress`: with permessage-deflate negotiated, false sends this message uncompressed
     /// (e.g. one that mixes a secret with attacker-influenced data, see <doc:Compression>). Messages below the configured threshold are never
     /// compressed.
+    ///
+    /// Called from code isolated to this connection (a server route handler), it queues the
+    /// message without an executor switch when there is room; from anywhere else it runs on the
+    /// connection's loop, as any of its methods.
+    nonisolated(nonsending)
     public func send(text: String, compress: Bool = true) async throws(SwitchboardError) {
+        if let caller = #isolation, caller === self,
+           try Self.sendTextIfRoom(self, (text, compress)) { return }
+        try await sendWaiting(text: text, compress: compress)
+    }
+
+    private static let sendTextIfRoom = ConnectionLoopCall<(String, Bool), Bool, SwitchboardError> {
+        (connection: isolated WebSocketConnection, arguments) throws(SwitchboardError) -> Bool in
+        guard connection.isOpen && connection.channel.isWritable else { return false }
+        var text = arguments.0
+        try text.withUTF8 { buf in
+            Result { () throws(SwitchboardError) in
+                _ = try connection.enqueue(.text, UnsafeRawBufferPointer(buf), exempt: true, compress: arguments.1)
+            }
+        }.get()
+        return true
+    }
+
+    private func sendWaiting(text: String, compress: Bool) async throws(SwitchboardError) {
         if !(isOpen && channel.isWritable) { try await waitUntilWritable() }
         var text = text
         try text.withUTF8 { buf in
@@ -36,16 +59,49 @@ extension WebSocketConnection {
         return isOpen && channel.isWritable
     }
 
-    /// Sends a binary message (`compress` as for ``send(text:compress:)``).
+    /// Sends a binary message (`compress` and executor as for ``send(text:compress:)``).
+    nonisolated(nonsending)
     public func send(binary: Data, compress: Bool = true) async throws(SwitchboardError) {
+        if let caller = #isolation, caller === self,
+           try Self.sendBinaryIfRoom(self, (binary, compress)) { return }
+        try await sendWaiting(binary: binary, compress: compress)
+    }
+
+    private static let sendBinaryIfRoom = ConnectionLoopCall<(Data, Bool), Bool, SwitchboardError> {
+        (connection: isolated WebSocketConnection, arguments) throws(SwitchboardError) -> Bool in
+        guard connection.isOpen && connection.channel.isWritable else { return false }
+        try arguments.0.withUnsafeBytes { buf in
+            Result { () throws(SwitchboardError) in
+                _ = try connection.enqueue(.binary, buf, exempt: true, compress: arguments.1)
+            }
+        }.get()
+        return true
+    }
+
+    private func sendWaiting(binary: Data, compress: Bool) async throws(SwitchboardError) {
         if !(isOpen && channel.isWritable) { try await waitUntilWritable() }
         try binary.withUnsafeBytes { buf in
             Result { () throws(SwitchboardError) in _ = try enqueue(.binary, buf, exempt: true, compress: compress) }
         }.get()
     }
 
-    /// Sends a message (`compress` as for ``send(text:compress:)``).
+    /// Sends a message (`compress` as for ``send(text:compress:)``; no executor switch from the
+    /// connection's own isolation, as for ``send(text:compress:)``).
+    nonisolated(nonsending)
     public func send(_ message: WebSocketMessage, compress: Bool = true) async throws(SwitchboardError) {
+        if let caller = #isolation, caller === self,
+           try Self.sendIfRoom(self, (message, compress)) { return }
+        try await sendWaiting(message, compress: compress)
+    }
+
+    private static let sendIfRoom = ConnectionLoopCall<(WebSocketMessage, Bool), Bool, SwitchboardError> {
+        (connection: isolated WebSocketConnection, arguments) throws(SwitchboardError) -> Bool in
+        guard connection.isOpen && connection.channel.isWritable else { return false }
+        _ = try connection.enqueue(arguments.0, exempt: true, compress: arguments.1)
+        return true
+    }
+
+    private func sendWaiting(_ message: WebSocketMessage, compress: Bool) async throws(SwitchboardError) {
         if !(isOpen && channel.isWritable) { try await waitUntilWritable() }
         _ = try enqueue(message, exempt: true, compress: compress)
     }
