@@ -70,3 +70,79 @@ struct SendFromHandlerTests {
         await server.shutdown()
     }
 }
+
+/// `messages()` in a route handler's own task waits without a cancellation handler (nothing can
+/// cancel that task while it waits); every other task keeps one. Both end their sequence and
+/// close with 1001 when their task is cancelled.
+@Suite("Receiving in the route handler's task and in other tasks")
+struct ReceiveInHandlerTaskTests {
+    @Test(.timeLimit(.minutes(1)))
+    func cancellingAnotherTaskWaitingForMessagesEndsItAndClosesWithGoingAway() async throws {
+        let server = SendFromHandlerTests.server()
+        let (counts, count) = AsyncStream<Int>.makeStream()
+        server.route("/") { c in
+            let (taken, tookOne) = AsyncStream<Void>.makeStream()
+            let receiver = Task {                      // another task, isolated to the connection
+                var n = 0
+                for await _ in c.messages() { n += 1; tookOne.yield() }
+                count.yield(n)
+            }
+            for await _ in taken { break }             // it took the first message...
+            while !c.hasWaitingReceiver { try? await Task.sleep(for: .milliseconds(2)) }   // ...and waits again
+            receiver.cancel()
+            await receiver.value
+        }
+        let port = try await server.start()
+        let socket = SocketAdapter()
+        _ = try await socket.connectMessages(to: try WebSocketURLEndpoint(url: "ws://127.0.0.1:\(port)/",
+                                                                          configuration: CloseHandshakeTests.patient))
+        try await socket.send(text: "one")
+        var iterator = counts.makeAsyncIterator()
+        #expect(await iterator.next() == 1)
+        #expect(await serverEventually { await socket.closeStatus?.code == .goingAway })
+        await server.shutdown()
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aHandlerThatCancelledItselfSeesTheEndAndClosesWithGoingAway() async throws {
+        let server = SendFromHandlerTests.server()
+        let (counts, count) = AsyncStream<Int>.makeStream()
+        server.route("/") { c in
+            var n = 0
+            for await _ in c.messages() {
+                n += 1
+                withUnsafeCurrentTask { $0?.cancel() }    // after the first message
+            }
+            count.yield(n)
+        }
+        let port = try await server.start()
+        let socket = SocketAdapter()
+        _ = try await socket.connectMessages(to: try WebSocketURLEndpoint(url: "ws://127.0.0.1:\(port)/",
+                                                                          configuration: CloseHandshakeTests.patient))
+        try await socket.send(text: "first")
+        var iterator = counts.makeAsyncIterator()
+        #expect(await iterator.next() == 1)
+        #expect(await serverEventually { await socket.closeStatus?.code == .goingAway })
+        await server.shutdown()
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func theHandlersOwnTaskReceivesEveryMessageInOrderUntilTheClose() async throws {
+        let server = SendFromHandlerTests.server()
+        let (results, result) = AsyncStream<[String]>.makeStream()
+        server.route("/") { c in
+            var texts: [String] = []
+            for await m in c.messages() { if case .text(let b) = m { texts.append(String(decoding: b, as: UTF8.self)) } }
+            result.yield(texts)
+        }
+        let port = try await server.start()
+        let socket = SocketAdapter()
+        _ = try await socket.connectMessages(to: try WebSocketURLEndpoint(url: "ws://127.0.0.1:\(port)/",
+                                                                          configuration: CloseHandshakeTests.patient))
+        for i in 0..<50 { try await socket.send(text: "m\(i)") }
+        await socket.close()
+        var iterator = results.makeAsyncIterator()
+        #expect(await iterator.next() == (0..<50).map { "m\($0)" })
+        await server.shutdown()
+    }
+}

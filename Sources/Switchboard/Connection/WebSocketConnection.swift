@@ -77,6 +77,9 @@ public actor WebSocketConnection: EventLoopTimerTarget {
     var applicationHoldsMessage = false
     /// The state of ``lines()``, created on first use.
     private var lineReader: LineReader?
+    /// A server task route's own task while its handler runs (``beginHandlerTask()``): compared
+    /// with the current task, never used to reach it.
+    private var handlerTask: UnsafeCurrentTask?
     /// Set for connections of a callback route: messages are handed to `onMessage` as they are
     /// parsed, and nothing is queued for `receive()`. Shared by every connection of the route.
     var callbacksBox: WebSocketCallbacksBox?
@@ -273,7 +276,59 @@ public actor WebSocketConnection: EventLoopTimerTarget {
         return nil
     }
 
-    private enum ReceiveStep { case message(WebSocketMessage), end, concurrent, wait }
+    // MARK: The route handler's own task
+
+    /// Called by the server in a task route's own task, on the connection's loop (the task's
+    /// preferred executor), just before its handler runs.
+    ///
+    /// Nothing can cancel that task while it is suspended: the server keeps no handle to it, and
+    /// a task is cancelled only through its handle, or by its parent, which it does not have.
+    /// So its waits in ``messages()`` need no cancellation handler (one per awaited message:
+    /// a status record added and removed under the task's lock, two executor switches, and
+    /// about 160 bytes of the suspended task's frames). A task cancelled while it runs (it
+    /// cancelled itself) sees it before it waits.
+    nonisolated func beginHandlerTask() { Self.handlerTaskEntry(self, true) }
+
+    /// Called by the server on the loop when the handler has returned, before its task ends.
+    nonisolated func endHandlerTask() { Self.handlerTaskEntry(self, false) }
+
+    private static let handlerTaskEntry = ConnectionLoopEntry<Bool> { (connection: isolated WebSocketConnection, begin) in
+        if begin {
+            withUnsafeCurrentTask { connection.handlerTask = $0 }
+        } else {
+            connection.handlerTask = nil
+        }
+    }
+
+    /// Whether the current task is the route handler's own task (``beginHandlerTask()``).
+    static let isHandlerTaskEntry = ConnectionLoopCall<Void, Bool, Never> {
+        (connection: isolated WebSocketConnection, _) in
+        guard let handler = connection.handlerTask else { return false }
+        return withUnsafeCurrentTask { $0 == handler }
+    }
+
+    /// ``prepareToReceive()`` from code isolated to the connection that cannot say so statically.
+    static let prepareToReceiveEntry = ConnectionLoopCall<Void, ReceiveStep, Never> {
+        (connection: isolated WebSocketConnection, _) in connection.prepareToReceive()
+    }
+
+    /// Registers the route handler's own task as the waiting receiver (or resumes it at once):
+    /// ``waitForMessage()`` without the cancellation handler, which that task does not need.
+    static let handlerWaitEntry = ConnectionLoopEntry<UnsafeContinuation<WebSocketMessage?, Never>> {
+        (connection: isolated WebSocketConnection, c) in
+        if let m = connection.takeQueued() {
+            c.resume(returning: m)
+        } else if !connection.mayReceiveMore || Task.isCancelled || !connection.inbound.wait(c) {
+            c.resume(returning: nil)
+        }
+    }
+
+    /// After the end of messages: as in ``nextMessage()``, a cancelled task closes with 1001.
+    static let receiveEndEntry = ConnectionLoopEntry<Void> { (connection: isolated WebSocketConnection, _) in
+        if Task.isCancelled { connection.startClose(code: .goingAway, reason: "") }
+    }
+
+    enum ReceiveStep { case message(WebSocketMessage), end, concurrent, wait }
 
     /// The synchronous part of receiving: a queued message, the end, or wait.
     private func prepareToReceive() -> ReceiveStep {

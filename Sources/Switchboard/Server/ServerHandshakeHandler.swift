@@ -322,11 +322,13 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
     private static func run(_ handler: @Sendable (isolated WebSocketConnection) async throws -> Void,
                             on connection: WebSocketConnection, server: WebSocketServer) async {
         var failure: (any Error)?
+        connection.beginHandlerTask()           // on the loop: the task prefers it
         do {
             try await handler(connection)
         } catch {
             failure = error
         }
+        connection.endHandlerTask()
         await finish(connection, failure: failure, server: server)
     }
 
