@@ -76,6 +76,13 @@ struct SendFromHandlerTests {
 /// close with 1001 when their task is cancelled.
 @Suite("Receiving in the route handler's task and in other tasks")
 struct ReceiveInHandlerTaskTests {
+    /// The handler's task shares one field with a callback route's callbacks, a pointer and a
+    /// tag byte (which the `Bool` declared after it shares a word with): a connection of either
+    /// kind is no larger for it.
+    @Test func theHandlersTaskAndTheCallbacksShareOneField() {
+        #expect(MemoryLayout<WebSocketConnection.Consumer>.size <= MemoryLayout<Int>.size + 1)
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func cancellingAnotherTaskWaitingForMessagesEndsItAndClosesWithGoingAway() async throws {
         let server = SendFromHandlerTests.server()

@@ -73,16 +73,39 @@ public actor WebSocketConnection: EventLoopTimerTarget {
     /// one idle connection would keep too much.
     static let recycledSizes = (16 << 10)...(1 << 20)
     var inbound: InboundQueue
+    /// Who takes this connection's messages, when the server knows: one field for what a
+    /// connection has at most one of. Nine bytes (a pointer and a tag), declared just before a
+    /// `Bool` that fills the rest of its word: no larger than the callbacks box alone was (idle
+    /// memory per connection).
+    var consumer: Consumer = .unknown
+
+    /// See ``consumer``.
+    enum Consumer {
+        /// A client connection, or a server connection before its route starts.
+        case unknown
+        /// A callback route: messages are handed to `onMessage` as they are parsed, and nothing
+        /// is queued for `receive()`. The box is shared by every connection of the route.
+        case callbacks(WebSocketCallbacksBox)
+        /// A task route's own task while its handler runs (``beginHandlerTask()``): its
+        /// address, compared with the current task's, never used to reach it.
+        case handlerTask(UnsafeRawPointer)
+    }
+
     /// True from handing a message to the application until it asks for the next one.
     var applicationHoldsMessage = false
     /// The state of ``lines()``, created on first use.
     private var lineReader: LineReader?
-    /// A server task route's own task while its handler runs (``beginHandlerTask()``): compared
-    /// with the current task, never used to reach it.
-    private var handlerTask: UnsafeCurrentTask?
-    /// Set for connections of a callback route: messages are handed to `onMessage` as they are
-    /// parsed, and nothing is queued for `receive()`. Shared by every connection of the route.
-    var callbacksBox: WebSocketCallbacksBox?
+    /// Set for connections of a callback route (see ``Consumer/callbacks(_:)``).
+    var callbacksBox: WebSocketCallbacksBox? {
+        get { if case .callbacks(let box) = consumer { box } else { nil } }
+        set {
+            if let newValue {
+                consumer = .callbacks(newValue)
+            } else if case .callbacks = consumer {
+                consumer = .unknown
+            }
+        }
+    }
     var callbacks: WebSocketCallbacks? { callbacksBox?.callbacks }
 
     private var keepalive: WebSocketKeepalive?
@@ -294,17 +317,22 @@ public actor WebSocketConnection: EventLoopTimerTarget {
 
     private static let handlerTaskEntry = ConnectionLoopEntry<Bool> { (connection: isolated WebSocketConnection, begin) in
         if begin {
-            withUnsafeCurrentTask { connection.handlerTask = $0 }
-        } else {
-            connection.handlerTask = nil
+            if let task = WebSocketConnection.currentTaskAddress() { connection.consumer = .handlerTask(task) }
+        } else if case .handlerTask = connection.consumer {
+            connection.consumer = .unknown
         }
+    }
+
+    /// The current task's address: an identity to compare, never dereferenced.
+    private static func currentTaskAddress() -> UnsafeRawPointer? {
+        withUnsafeCurrentTask { task in task.map { unsafeBitCast($0, to: UnsafeRawPointer.self) } }
     }
 
     /// Whether the current task is the route handler's own task (``beginHandlerTask()``).
     static let isHandlerTaskEntry = ConnectionLoopCall<Void, Bool, Never> {
         (connection: isolated WebSocketConnection, _) in
-        guard let handler = connection.handlerTask else { return false }
-        return withUnsafeCurrentTask { $0 == handler }
+        guard case .handlerTask(let handler) = connection.consumer else { return false }
+        return WebSocketConnection.currentTaskAddress() == handler
     }
 
     /// ``prepareToReceive()`` from code isolated to the connection that cannot say so statically.
