@@ -17,8 +17,8 @@ extension WebSocketConnection {
     /// connection's loop, as any of its methods.
     nonisolated(nonsending)
     public func send(text: String, compress: Bool = true) async throws(SwitchboardError) {
-        if let caller = #isolation, caller === self,
-           try Self.sendTextIfRoom(self, (text, compress)) { return }
+        let caller: (any Actor)? = #isolation
+        if caller === self, try Self.sendTextIfRoom(self, (text, compress)) { return }
         try await sendWaiting(text: text, compress: compress)
     }
 
@@ -62,8 +62,8 @@ extension WebSocketConnection {
     /// Sends a binary message (`compress` and executor as for ``send(text:compress:)``).
     nonisolated(nonsending)
     public func send(binary: Data, compress: Bool = true) async throws(SwitchboardError) {
-        if let caller = #isolation, caller === self,
-           try Self.sendBinaryIfRoom(self, (binary, compress)) { return }
+        let caller: (any Actor)? = #isolation
+        if caller === self, try Self.sendBinaryIfRoom(self, (binary, compress)) { return }
         try await sendWaiting(binary: binary, compress: compress)
     }
 
@@ -89,8 +89,8 @@ extension WebSocketConnection {
     /// connection's own isolation, as for ``send(text:compress:)``).
     nonisolated(nonsending)
     public func send(_ message: WebSocketMessage, compress: Bool = true) async throws(SwitchboardError) {
-        if let caller = #isolation, caller === self,
-           try Self.sendIfRoom(self, (message, compress)) { return }
+        let caller: (any Actor)? = #isolation
+        if caller === self, try Self.sendIfRoom(self, (message, compress)) { return }
         try await sendWaiting(message, compress: compress)
     }
 
