@@ -27,12 +27,17 @@ struct Join: AsyncParsableCommand {
         "A shell command printing a token (run with /bin/sh -c); run again before the token expires.",
         discussion: "For a server with --jwt-secret-file, --jwt-public-key or --jwks-file. Excludes --token."))
     var tokenCommand: String?
+    @Option(help: ArgumentHelp(
+        "Seconds one run of --token-command may take; then it is killed with what it started.",
+        valueName: "seconds"))
+    var tokenTimeout: Double = Double(TokenCommand.defaultTimeout.components.seconds)
     @Flag(inversion: .prefixedNo, help: "Reconnect (and re-join rooms) when the connection is lost.")
     var reconnect = true
     @OptionGroup var network: ClientNetworkOptions
 
     func validate() throws {
         if tokenCommand != nil && token != nil { throw ValidationError("--token and --token-command exclude each other") }
+        if !(tokenTimeout > 0 && tokenTimeout <= 86_400) { throw ValidationError("--token-timeout must be in (0, 86400] seconds") }
         if tokenCommand == nil && user == nil { throw ValidationError("--user is required (optional only with --token-command)") }
     }
 
@@ -52,7 +57,7 @@ struct Join: AsyncParsableCommand {
         var provider: (@Sendable () async throws -> SocketToken)?
         var refreshCommand: (@Sendable (SocketToken) -> String)?
         if let tokenCommand {
-            let command = TokenCommand(command: tokenCommand)
+            let command = TokenCommand(command: tokenCommand, timeout: .seconds(tokenTimeout))
             provider = { try await command.token() }
             refreshCommand = { ChatCommand.refresh(token: $0.value).message }
         }

@@ -46,6 +46,9 @@ package final class ChildProcess: @unchecked Sendable {
     package var standardError: Any?
     /// Called once, on the thread that collected the exit.
     package var terminationHandler: (@Sendable (ChildProcess) -> Void)?
+    /// Starts the child as the leader of a process group of its own, so that
+    /// ``killProcessGroup()`` also reaches the processes it starts (a shell's commands).
+    package var startsProcessGroup = false
 
     private struct State {
         var pid: pid_t = 0
@@ -114,7 +117,9 @@ package final class ChildProcess: @unchecked Sendable {
         sigemptyset(&defaults)
         for signal in Int32(1)..<32 where signal != SIGKILL && signal != SIGSTOP { sigaddset(&defaults, signal) }
         try check(posix_spawnattr_setsigdefault(&attributes, &defaults))
-        try check(posix_spawnattr_setflags(&attributes, Int16(flags)))
+        if startsProcessGroup { try check(posix_spawnattr_setpgroup(&attributes, 0)) }
+        let groupFlag = startsProcessGroup ? POSIX_SPAWN_SETPGROUP : 0
+        try check(posix_spawnattr_setflags(&attributes, Int16(flags | groupFlag)))
 
         let argv = ([executable] + (arguments ?? [])).map { strdup($0) } + [nil]
         defer { for arg in argv { free(arg) } }
@@ -164,6 +169,16 @@ package final class ChildProcess: @unchecked Sendable {
 
     /// SIGINT, if it still runs.
     package func interrupt() { signal(SIGINT) }
+
+    /// SIGKILL to the child's process group (``startsProcessGroup``): the child and what it
+    /// started that is still in the group, even after the child itself has exited. Call it
+    /// only while something of the group is known to run (a pipe it holds still open): a group
+    /// whose members have all gone frees its number for reuse.
+    package func killProcessGroup() {
+        locked { state in
+            if startsProcessGroup && state.pid != 0 { _ = kill(-state.pid, SIGKILL) }
+        }
+    }
 
     private func signal(_ number: Int32) {
         // Under the lock: the exit is recorded under it too, so the ID cannot have been

@@ -301,5 +301,29 @@ struct ChatTokenTests {
         ])
         #expect(await both.waitForExit() == 64)
     }
+
+    /// `--token-command` has a time limit (`--token-timeout`): a command that never finishes is
+    /// killed with what it started, and the client says so and exits 1 instead of hanging
+    /// before its first connection.
+    @Test func tokenCommandThatNeverFinishesIsKilledAtItsTimeLimit() async throws {
+        let pidFile = try ChatPaths.tempDirectory().appendingPathComponent("sleeper.pid").path
+        // The command's child keeps the output pipe open: killing the shell alone would not end it.
+        let client = try ChildProcess(executable: try ChatPaths.binary(), arguments: [
+            "join", "--url", "ws://127.0.0.1:9/v1/ws", "--no-reconnect", "--token-timeout", "1",
+            "--token-command", "sleep 600 & echo $! > '\(pidFile)'; wait",
+        ])
+        defer { client.signal(SIGKILL) }
+        #expect(await client.waitForExit() == 1, "\(client.lines) \(client.stderrText)")
+        #expect(client.lines.contains { $0.contains("--token-command did not finish within 1 s") },
+                "\(client.lines) \(client.stderrText)")
+        let written = try String(contentsOfFile: pidFile, encoding: .utf8)
+        let sleeper = try #require(Int32(written.trimmingCharacters(in: .whitespacesAndNewlines)))
+        #if os(Linux)
+        // Killed: gone, or a zombie until its new parent collects it.
+        let stat = try? String(contentsOfFile: "/proc/\(sleeper)/stat", encoding: .utf8)
+        let state = stat.flatMap { $0.split(separator: ")").last?.split(separator: " ").first }
+        #expect(stat == nil || state == "Z", "the command's child \(sleeper) still runs: \(stat ?? "")")
+        #endif
+    }
 }
 #endif
