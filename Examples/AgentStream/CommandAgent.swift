@@ -22,7 +22,8 @@ import Glibc
 ///   logged and dropped; stderr is logged;
 /// - if the process exits without a `result` line: an `error` event (type `agent_error`), then
 ///   `result` / `error`;
-/// - cancelling the turn sends SIGTERM, then SIGKILL 300 ms later if it is still running.
+/// - cancelling the turn sends SIGTERM to the process's group (it leads one: what it started
+///   goes too), then SIGKILL 300 ms later.
 struct CommandAgent: Agent {
     let command: String
 
@@ -30,6 +31,9 @@ struct CommandAgent: Agent {
         let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "exec \(command)"]
+        // A group of its own: ending the turn ends what the agent started too (a child holding
+        // its stdout would otherwise keep the pipe, and its reader thread, for ever).
+        process.startsProcessGroup = true
         let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
         // Out of descriptors, Foundation's Pipe holds -1 (it cannot throw): the turn fails.
         for pipe in [stdin, stdout, stderr]
@@ -52,7 +56,6 @@ struct CommandAgent: Agent {
         try Task.checkCancellation()
         // With no signal blocked (see ChildProcess), so that `terminate` can end it with SIGTERM.
         try process.run()
-        let pid = process.processIdentifier
         // Our own copy of stdin's write end (close-on-exec, so no later child inherits it and
         // keeps the pipe open), written without blocking; the Pipe's handle is closed now.
         let writeEnd = fcntl(stdin.fileHandleForWriting.fileDescriptor, F_DUPFD_CLOEXEC, 0)
@@ -90,7 +93,7 @@ struct CommandAgent: Agent {
                 group.cancelAll()
             }
         } onCancel: {
-            Self.terminate(pid)
+            Self.terminate(process)
         }
         input.close()
         // stdout is at its end: the process has exited or is about to.
@@ -99,7 +102,7 @@ struct CommandAgent: Agent {
             try? await Task.sleep(for: .milliseconds(5))
         }
         try Task.checkCancellation()
-        if process.isRunning { Self.terminate(pid) }
+        if process.isRunning { Self.terminate(process) }
         let status = process.isRunning ? -1 : process.terminationStatus
         if !sawResult {
             try await turn.emit(.error(message: "agent command exited with status \(status) without a result",
@@ -109,17 +112,12 @@ struct CommandAgent: Agent {
         }
     }
 
-    /// SIGTERM now (to the process group too when the child leads one), SIGKILL in 300 ms.
-    static func terminate(_ pid: pid_t) {
-        guard pid > 0 else { return }
-        let group = getpgid(pid) == pid
-        kill(pid, SIGTERM)
-        if group { kill(-pid, SIGTERM) }
+    /// SIGTERM to the agent's process group now (the agent and what it started), SIGKILL 300 ms
+    /// later to whatever of the group is still there.
+    static func terminate(_ process: ChildProcess) {
+        process.signalProcessGroup(SIGTERM)
         DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(300)) {
-            if kill(pid, 0) == 0 {
-                kill(pid, SIGKILL)
-                if group { kill(-pid, SIGKILL) }
-            }
+            process.signalProcessGroup(SIGKILL)
         }
     }
 }

@@ -44,7 +44,7 @@ struct TokenCommand: Sendable {
         let deadline = Task { [timeout] in
             guard (try? await Task.sleep(for: timeout)) != nil else { return }  // cancelled: finished
             stop.withLock { $0 = $0 ?? .timedOut }
-            process.killProcessGroup()
+            process.signalProcessGroup(SIGKILL)
         }
         defer { deadline.cancel() }
         let result: Result<String, any Error> = await withTaskCancellationHandler {
@@ -56,7 +56,7 @@ struct TokenCommand: Sendable {
             }
         } onCancel: {
             stop.withLock { $0 = $0 ?? .cancelled }
-            process.killProcessGroup()
+            process.signalProcessGroup(SIGKILL)
         }
         let output: String
         switch (result, stop.withLock { $0 }) {

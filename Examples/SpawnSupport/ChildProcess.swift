@@ -47,7 +47,7 @@ package final class ChildProcess: @unchecked Sendable {
     /// Called once, on the thread that collected the exit.
     package var terminationHandler: (@Sendable (ChildProcess) -> Void)?
     /// Starts the child as the leader of a process group of its own, so that
-    /// ``killProcessGroup()`` also reaches the processes it starts (a shell's commands).
+    /// ``signalProcessGroup(_:)`` also reaches the processes it starts (a shell's commands).
     package var startsProcessGroup = false
 
     private struct State {
@@ -170,13 +170,13 @@ package final class ChildProcess: @unchecked Sendable {
     /// SIGINT, if it still runs.
     package func interrupt() { signal(SIGINT) }
 
-    /// SIGKILL to the child's process group (``startsProcessGroup``): the child and what it
-    /// started that is still in the group, even after the child itself has exited. Call it
-    /// only while something of the group is known to run (a pipe it holds still open): a group
-    /// whose members have all gone frees its number for reuse.
-    package func killProcessGroup() {
+    /// Sends `number` to the child's process group (``startsProcessGroup``): the child and what
+    /// it started that is still in the group, even after the child itself has exited. Call it
+    /// only while something of the group may still run: a group whose members have all gone
+    /// frees its number, for reuse once process IDs wrap around.
+    package func signalProcessGroup(_ number: Int32) {
         locked { state in
-            if startsProcessGroup && state.pid != 0 { _ = kill(-state.pid, SIGKILL) }
+            if startsProcessGroup && state.pid != 0 { _ = kill(-state.pid, number) }
         }
     }
 

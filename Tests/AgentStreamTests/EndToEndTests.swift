@@ -318,6 +318,39 @@ struct EndToEndTests {
             #expect(await server.waitForLog("fake agent got SIGTERM"), "the agent never got SIGTERM: \(server.stderr)")
         }
     }
+
+    /// What the agent started goes with it: the agent leads a process group of its own, and a
+    /// cancelled turn ends the whole group (here a child still holding the agent's stdout,
+    /// which would otherwise keep the pipe and its reader thread for ever).
+    @Test func cancelKillsWhatTheExternalProcessStarted() async throws {
+        let server = try await commandServer()
+        try await withChannel(try server.endpoint()) { channel in
+            try await channel.send(.message(content: "sleep with a child"))
+            let first = await readEvents(channel) { _ in true }
+            guard case .system(let message)? = first.first,
+                  let child = message.split(separator: " ").last.flatMap({ Int32($0) }) else {
+                Issue.record("expected the pids: \(first)")
+                return
+            }
+            #expect(!Self.isGone(child))
+            try await channel.send(.cancel)
+            let after = await readEvents(channel, until: isResult)
+            #expect(after.last?.resultSubtype == .cancelled)
+            let deadline = ContinuousClock.now + .seconds(60)
+            while !Self.isGone(child), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(Self.isGone(child), "the agent's child \(child) still runs after cancel")
+        }
+    }
+
+    /// Whether `pid` has exited: no such process, or a zombie until its new parent collects it.
+    private static func isGone(_ pid: pid_t) -> Bool {
+        #if os(Linux)
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return true }
+        return stat.split(separator: ")").last?.split(separator: " ").first == "Z"
+        #else
+        return kill(pid, 0) != 0
+        #endif
+    }
 }
 
 /// Not a speed assertion: measures and prints the median cancel latency.

@@ -6,6 +6,7 @@ with JSON event lines on stdout. The prompt selects the scenario:
   "no result"  -> emits one partial, exits with status 3 without a result line
   "sleep"      -> emits a system event with its pid, then sleeps 600 s (to be cancelled; far
                   longer than the test waits for it to die)
+  "sleep with a child" -> the same after starting `sleep 600`, which shares its stdout
   "permission" -> emits a permission_request, waits for the permission line on stdin
   "escapes"    -> a turn whose text, tool name and result carry terminal control sequences
   anything else -> a full turn; the tool_use line is written in 5-byte pieces with flushes
@@ -51,6 +52,14 @@ sys.stderr.flush()
 if prompt == "no result":
     emit({"type": "partial", "data": {"text": "about to fail"}})
     sys.exit(3)
+
+if prompt == "sleep with a child":
+    # A child that shares our stdout and outlives us (our SIGTERM handler exits without it).
+    import subprocess
+    child = subprocess.Popen(["sleep", "600"])
+    emit({"type": "system", "data": {"message": "pid %d child %d" % (os.getpid(), child.pid)}})
+    time.sleep(600)
+    sys.exit(0)
 
 if prompt == "sleep":
     emit({"type": "system", "data": {"message": "pid %d" % os.getpid()}})
