@@ -9,12 +9,7 @@ import SwitchboardCore
 /// order of the sends and the same errors.
 @Suite("Sending from the route handler and from other tasks")
 struct SendFromHandlerTests {
-    static func server() -> WebSocketServer {
-        var config = WebSocketServerConfiguration(host: "127.0.0.1", port: 0)
-        config.connection = CloseHandshakeTests.patient
-        config.loopCount = 1
-        return WebSocketServer(configuration: config)
-    }
+    static func server() -> WebSocketServer { CloseHandshakeTests.server() }
 
     @Test(.timeLimit(.minutes(1)))
     func sendsFromTheHandlerAndFromOtherTasksArriveInOrder() async throws {

@@ -25,17 +25,17 @@ extension WebSocketConnection {
     private static let sendTextIfRoom = ConnectionLoopCall<(String, Bool), Bool, SwitchboardError> {
         (connection: isolated WebSocketConnection, arguments) throws(SwitchboardError) -> Bool in
         guard connection.isOpen && connection.channel.isWritable else { return false }
-        var text = arguments.0
-        try text.withUTF8 { buf in
-            Result { () throws(SwitchboardError) in
-                _ = try connection.enqueue(.text, UnsafeRawBufferPointer(buf), exempt: true, compress: arguments.1)
-            }
-        }.get()
+        try connection.enqueue(text: arguments.0, compress: arguments.1)
         return true
     }
 
     private func sendWaiting(text: String, compress: Bool) async throws(SwitchboardError) {
         if !(isOpen && channel.isWritable) { try await waitUntilWritable() }
+        try enqueue(text: text, compress: compress)
+    }
+
+    /// Queues a text message (its room checked, or waited for, by the caller).
+    private func enqueue(text: String, compress: Bool) throws(SwitchboardError) {
         var text = text
         try text.withUTF8 { buf in
             Result { () throws(SwitchboardError) in
@@ -70,16 +70,17 @@ extension WebSocketConnection {
     private static let sendBinaryIfRoom = ConnectionLoopCall<(Data, Bool), Bool, SwitchboardError> {
         (connection: isolated WebSocketConnection, arguments) throws(SwitchboardError) -> Bool in
         guard connection.isOpen && connection.channel.isWritable else { return false }
-        try arguments.0.withUnsafeBytes { buf in
-            Result { () throws(SwitchboardError) in
-                _ = try connection.enqueue(.binary, buf, exempt: true, compress: arguments.1)
-            }
-        }.get()
+        try connection.enqueue(binary: arguments.0, compress: arguments.1)
         return true
     }
 
     private func sendWaiting(binary: Data, compress: Bool) async throws(SwitchboardError) {
         if !(isOpen && channel.isWritable) { try await waitUntilWritable() }
+        try enqueue(binary: binary, compress: compress)
+    }
+
+    /// Queues a binary message (its room checked, or waited for, by the caller).
+    private func enqueue(binary: Data, compress: Bool) throws(SwitchboardError) {
         try binary.withUnsafeBytes { buf in
             Result { () throws(SwitchboardError) in _ = try enqueue(.binary, buf, exempt: true, compress: compress) }
         }.get()

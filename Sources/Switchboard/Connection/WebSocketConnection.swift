@@ -344,11 +344,7 @@ public actor WebSocketConnection: EventLoopTimerTarget {
     /// ``waitForMessage()`` without the cancellation handler, which that task does not need.
     static let handlerWaitEntry = ConnectionLoopEntry<UnsafeContinuation<WebSocketMessage?, Never>> {
         (connection: isolated WebSocketConnection, c) in
-        if let m = connection.takeQueued() {
-            c.resume(returning: m)
-        } else if !connection.mayReceiveMore || Task.isCancelled || !connection.inbound.wait(c) {
-            c.resume(returning: nil)
-        }
+        connection.beginWaiting(c)
     }
 
     /// After the end of messages: as in ``nextMessage()``, a cancelled task closes with 1001.
@@ -372,15 +368,19 @@ public actor WebSocketConnection: EventLoopTimerTarget {
     @inline(__always)
     private func waitForMessage() async -> WebSocketMessage? {
         await withTaskCancellationHandler {
-            await withUnsafeContinuation { (c: UnsafeContinuation<WebSocketMessage?, Never>) in
-                if let m = takeQueued() {
-                    c.resume(returning: m)
-                } else if !mayReceiveMore || Task.isCancelled || !inbound.wait(c) {
-                    c.resume(returning: nil)
-                }
-            }
+            await withUnsafeContinuation { (c: UnsafeContinuation<WebSocketMessage?, Never>) in beginWaiting(c) }
         } onCancel: { [self] in
             loop.execute { self.assumeIsolated { $0.inbound.resumeWaiter() } }
+        }
+    }
+
+    /// Resumes `c` at once with a queued message, or with nil at the end (or in a cancelled
+    /// task), or makes it the waiter the next message resumes.
+    private func beginWaiting(_ c: UnsafeContinuation<WebSocketMessage?, Never>) {
+        if let m = takeQueued() {
+            c.resume(returning: m)
+        } else if !mayReceiveMore || Task.isCancelled || !inbound.wait(c) {
+            c.resume(returning: nil)
         }
     }
 
