@@ -540,9 +540,20 @@ package final class EventLoopTimer {
     }
 }
 
-/// Binary min-heap of timers by deadline; cancelled timers are skipped lazily.
+/// Binary min-heap of timers by deadline. A cancelled timer stays until it reaches the top
+/// (skipped there) or until the next compaction: when the heap has doubled since the last one,
+/// an insert first drops every cancelled timer (O(n) once per doubling, so O(1) per insert).
+/// Without it a server whose connections come and go, cancelling nearly every timer it sets (a
+/// handshake's, a connection's keepalive), held each one until its deadline, 10 to 20 s later:
+/// hundreds of thousands of dead timers, and a heap as deep, under a steady churn.
 struct TimerHeap {
     private var items: [EventLoopTimer] = []
+    /// The size at which the next insert compacts: twice what the last compaction kept.
+    private var compactAt = TimerHeap.minimumCompaction
+
+    /// Timers held, cancelled ones included.
+    var count: Int { items.count }
+    static let minimumCompaction = 1024
 
     var nextDeadline: UInt64? {
         mutating get {
@@ -552,6 +563,7 @@ struct TimerHeap {
     }
 
     mutating func insert(_ t: EventLoopTimer) {
+        if items.count >= compactAt { compact() }
         items.append(t)
         var i = items.count - 1
         while i > 0 {
@@ -575,7 +587,12 @@ struct TimerHeap {
         guard !items.isEmpty else { return nil }
         items.swapAt(0, items.count - 1)
         let top = items.removeLast()
-        var i = 0
+        siftDown(from: 0)
+        return top
+    }
+
+    private mutating func siftDown(from start: Int) {
+        var i = start
         let n = items.count
         while true {
             let l = 2 * i + 1, r = l + 1
@@ -586,7 +603,21 @@ struct TimerHeap {
             items.swapAt(i, m)
             i = m
         }
-        return top
+    }
+
+    /// Drops the cancelled timers and rebuilds the heap (bottom-up, O(n)); storage shrinks to
+    /// the next threshold, so a burst's array is not kept either.
+    private mutating func compact() {
+        var kept: [EventLoopTimer] = []
+        compactAt = Swift.max(Self.minimumCompaction, 2 * items.lazy.filter { !$0.isCancelled }.count)
+        kept.reserveCapacity(compactAt)
+        for timer in items where !timer.isCancelled { kept.append(timer) }
+        items = kept
+        var i = items.count / 2 - 1
+        while i >= 0 {
+            siftDown(from: i)
+            i -= 1
+        }
     }
 }
 
