@@ -1,4 +1,5 @@
 @testable import SwitchboardRedis
+import SwitchboardTestSupport
 import Testing
 
 /// The Redis Cluster backplane's publish lanes, step by step: one drainer per lane, each publish
@@ -98,7 +99,7 @@ struct ClusterPublishLanesTests {
     /// within the bounds.
     @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
     func randomInterleavingsSendEachPublishOnceInOrderWithOneDrainerPerLane(seed: UInt64) {
-        var random = RedisClusterSlotMapTests.SplitMix64(state: seed)
+        var random = SplitMix64(seed: seed)
         let maximumCount = 8, maximumBytes = 60
         var lanes = ClusterPublishLanes<Int>(maximumCount: maximumCount, maximumBytes: maximumBytes)
         var drainers: [Int: Int] = [:]  // slot → the publish its drainer is sending

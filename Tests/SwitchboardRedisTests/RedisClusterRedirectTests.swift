@@ -1,4 +1,5 @@
 @testable import SwitchboardRedis
+import SwitchboardTestSupport
 import Testing
 
 /// `MOVED`, `ASK`, `TRYAGAIN` and `CLUSTERDOWN` error replies (Redis Cluster specification,
@@ -83,7 +84,7 @@ struct RedisClusterRedirectTests {
     /// Random messages from the pieces of redirects, mostly in the redirect's shape: never a
     /// crash; a redirect found always has a slot and a port in range and a usable host.
     @Test func randomMessages() {
-        var rng = RedisClusterSlotMapTests.SplitMix64(state: 7)
+        var rng = SplitMix64(seed: 7)
         let words = ["MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "MOVE", "ask", ""]
         let numbers = ["0", "1", "16383", "16384", "65535", "65536", "-1", "", "007", "99999999999999999999", "1x"]
         let hosts = ["h", "", "?", "::1", "[::1]", "10.0.0.1", "a:b", "[h]", "h h", "\u{0}", "é", "::g", "fe80::1%eth0", "%"]

@@ -1,4 +1,5 @@
 @testable import SwitchboardRedis
+import SwitchboardTestSupport
 import Testing
 
 /// `CLUSTER SLOTS` replies into slot maps: the wire format byte by byte, endpoint rules, and
@@ -267,17 +268,6 @@ struct RedisClusterSlotMapTests {
 
     // MARK: - Fuzz
 
-    /// SplitMix64: deterministic, so a failure replays.
-    struct SplitMix64: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 
     /// A random value, often close to a well-formed reply so that the deep checks are reached.
     static func randomValue(_ rng: inout SplitMix64, depth: Int) -> RESPValue {
@@ -335,7 +325,7 @@ struct RedisClusterSlotMapTests {
 
     /// Whatever the reply: no crash, and either an error or a map that keeps every promise.
     @Test func randomRepliesGiveAValidMapOrAnError() {
-        var rng = SplitMix64(state: 0x5EED_C1A5)
+        var rng = SplitMix64(seed: 0x5EED_C1A5)
         var accepted = 0
         var rejected = 0
         for round in 0..<20_000 {
@@ -371,7 +361,7 @@ struct RedisClusterSlotMapTests {
 
     /// Random bytes through the RESP parser and, when they make a value, the slot map.
     @Test func randomBytesThroughTheParserAndTheMap() {
-        var rng = SplitMix64(state: 42)
+        var rng = SplitMix64(seed: 42)
         let pieces = Array(Self.wire.utf8)
         for _ in 0..<5_000 {
             var bytes = pieces

@@ -1,5 +1,6 @@
 import Testing
 @testable import Switchboard
+import SwitchboardTestSupport
 
 /// The event loop's timer heap: timers come out in deadline order, cancelled ones never, and
 /// cancelled ones do not pile up until their deadlines (a server whose connections come and go
@@ -8,7 +9,7 @@ import Testing
 struct TimerHeapTests {
     @Test func expiredTimersComeOutInDeadlineOrderWithoutTheCancelledOnes() {
         var heap = TimerHeap()
-        var generator = SplitMix(seed: 7)
+        var generator = SplitMix64(seed: 7)
         var kept: [UInt64] = []
         for i in 0..<5_000 {
             let deadline = generator.next() % 1_000_000
@@ -37,18 +38,5 @@ struct TimerHeapTests {
         var out: [UInt64] = []
         while let timer = heap.popExpired(now: .max) { out.append(timer.deadline) }
         #expect(out == live.map(\.deadline))
-    }
-}
-
-/// A small deterministic generator (SplitMix64), so a failure replays.
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

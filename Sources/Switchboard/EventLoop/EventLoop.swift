@@ -605,14 +605,11 @@ struct TimerHeap {
         }
     }
 
-    /// Drops the cancelled timers and rebuilds the heap (bottom-up, O(n)); storage shrinks to
-    /// the next threshold, so a burst's array is not kept either.
+    /// Drops the cancelled timers and rebuilds the heap (bottom-up, O(n)), in new storage of
+    /// about the survivors' size, so a burst's array is not kept either.
     private mutating func compact() {
-        var kept: [EventLoopTimer] = []
-        compactAt = Swift.max(Self.minimumCompaction, 2 * items.lazy.filter { !$0.isCancelled }.count)
-        kept.reserveCapacity(compactAt)
-        for timer in items where !timer.isCancelled { kept.append(timer) }
-        items = kept
+        items = items.filter { !$0.isCancelled }
+        compactAt = Swift.max(Self.minimumCompaction, 2 * items.count)
         var i = items.count / 2 - 1
         while i >= 0 {
             siftDown(from: i)
