@@ -81,6 +81,8 @@ final class RedisLink: @unchecked Sendable {
         }
     }
     var isClosed: Bool { if case .closed = state { true } else { false } }
+    /// Whether a connection was up at some point (false during the first attempts).
+    var hasBeenUp: Bool { everConnected }
 
     /// Starts connecting if idle (a no-op otherwise).
     func start() {

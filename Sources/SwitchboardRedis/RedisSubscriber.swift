@@ -46,8 +46,10 @@ public final class RedisSubscriber: Sendable {
         core.link.loop.execute { core.close() }
     }
 
-    /// Adds `channel`; returns true once Redis confirmed the subscription, false at once when
-    /// not connected (the subscription is made as soon as the connection is back).
+    /// Adds `channel`; returns true once Redis confirmed the subscription. While the first
+    /// connection is being made, it waits for it (false if that attempt fails); when the
+    /// connection is down after having been up, it returns false at once. Either way the
+    /// subscription is made as soon as the connection is (back) up.
     @discardableResult
     public func subscribe(_ channel: String) async -> Bool {
         let core = core
@@ -126,13 +128,26 @@ final class RedisSubscriberCore: RedisLinkOwner, @unchecked Sendable {
         ready.store(link.isUp && confirmed == wanted, ordering: .releasing)
     }
 
-    func subscribe(_ channel: String, _ waiter: CheckedContinuation<Bool, Never>?) {
+    /// Adds `channel`; `waiter` hears true once Redis confirms it, false if it cannot be now.
+    /// While the link's first connection is being made, `waiter` waits for its outcome (the
+    /// channel is subscribed as soon as the link is up); while the link is down after having
+    /// been up, it hears false at once. Returns false in that case only.
+    @discardableResult
+    func subscribe(_ channel: String, _ waiter: CheckedContinuation<Bool, Never>?) -> Bool {
         let added = wanted.insert(channel).inserted
-        if confirmed.contains(channel) { waiter?.resume(returning: true); return }
-        guard link.isUp else { waiter?.resume(returning: false); return }
+        if confirmed.contains(channel) {
+            waiter?.resume(returning: true)
+            return true
+        }
+        guard link.isUp || (link.isConnecting && !link.hasBeenUp) else {
+            waiter?.resume(returning: false)
+            return false
+        }
         if let waiter { waiters[channel, default: []].append(waiter) }
-        if added { send(subscribeCommand, [channel]) }
+        // Not up yet: `linkUp` subscribes every wanted channel.
+        if added && link.isUp { send(subscribeCommand, [channel]) }
         updateReady()
+        return true
     }
 
     func unsubscribe(_ channel: String) {

@@ -248,6 +248,70 @@ struct RedisShardedBackplaneTests {
         await cluster.stop()
     }
 
+    /// A topic's first subscription on a master this backplane has no connection to yet waits
+    /// for that connection and is confirmed. (It answered false at once: a chat join then read
+    /// its room's history before the room's messages flowed, and one published in between
+    /// never reached it, with no gap reported.)
+    @Test func aTopicsFirstSubscriptionWaitsForItsMastersFirstConnection() async throws {
+        let cluster = try await RedisClusterProcesses()
+        let topics = Self.topicPerMaster(try await Self.map(of: cluster))
+        #expect(topics.count == 3)
+        let backplane = try RedisTopicBackplane(url: RedisURL(cluster.url()))
+        let emitter = try RedisTopicEmitter(url: RedisURL(cluster.url()))
+        for topic in topics.values.sorted() {
+            backplane.topicActivated(topic)
+            #expect(await backplane.waitUntilReceiving(topic), "\(topic)")
+            // Subscribed on its master now: a publish reaches this backplane.
+            #expect(try await emitter.publish(text: "x\n", to: topic) == 1, "\(topic)")
+        }
+        await emitter.close()
+        await backplane.detach()
+        await cluster.stop()
+    }
+
+    /// A topic subscribed while its master is down (no failover: it comes back at the same
+    /// address) cannot be confirmed then; once the master is back and confirms it, a possible
+    /// gap is reported for it, so the application recovers what its new subscriber missed.
+    /// (It was not: only topics subscribed before the outage were reported.)
+    @Test func aTopicSubscribedWhileItsMasterIsDownIsReportedOnceConfirmed() async throws {
+        let cluster = try await RedisClusterProcesses()
+        let map = try await Self.map(of: cluster)
+        let topics = Self.topicPerMaster(map)
+        let victimPort = try #require(topics.keys.min())
+        let victim = try #require(cluster.node(port: victimPort))
+        let replica = try #require(try cluster.replica(ofMasterOn: victimPort))
+        #expect(try replica.command("CONFIG", "SET", "cluster-replica-no-failover", "yes") == "OK")
+        let (server, backplane) = try await RedisTopicBackplaneTests.startServer(redis: cluster.url())
+        let gaps = Gaps()
+        backplane.onPossibleGap { gaps.add($0) }
+        // A topic on another master: not reported.
+        let other = try #require(topics.first { $0.key != victimPort }?.value)
+        backplane.topicActivated(other)
+        #expect(await backplane.waitUntilReceiving(other))
+        let victimTopic = try #require(topics[victimPort])
+        backplane.topicActivated(victimTopic)
+        #expect(await backplane.waitUntilReceiving(victimTopic))
+
+        await victim.kill()
+        // Once the backplane saw its connection to the victim go down:
+        let downDeadline = ContinuousClock.now + .seconds(60)
+        while backplane.isConnected && ContinuousClock.now < downDeadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(!backplane.isConnected)
+        let late = try #require((0..<100_000).lazy.map { "late\($0)" }.first {
+            map.master(for: RedisClusterSlot.slot(of: backplane.channel(for: $0)))?.port == victimPort
+        })
+        backplane.topicActivated(late)
+        #expect(await backplane.waitUntilReceiving(late) == false)
+        try await victim.restart()
+        let deadline = ContinuousClock.now + .seconds(60)
+        while Set(gaps.topics) != [victimTopic, late] && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        // The topic subscribed before the outage, and the one subscribed during it.
+        #expect(Set(gaps.topics) == [victimTopic, late])
+        #expect(await backplane.waitUntilReceiving(late))
+        await server.shutdown()
+        await cluster.stop()
+    }
+
     @Test func aSlotMovedToAnotherMasterMovesTheSubscription() async throws {
         let cluster = try await RedisClusterProcesses()
         let topics = Self.topicPerMaster(try await Self.map(of: cluster))

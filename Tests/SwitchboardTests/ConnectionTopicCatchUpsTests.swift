@@ -46,6 +46,46 @@ import SwitchboardCore
         #expect(catchUps.entries.isEmpty)
     }
 
+    /// A catch-up begun while an earlier one still holds (a chat's pub/sub recovery during a
+    /// sender's confirmation wait) takes over what the earlier one held: nothing is dropped.
+    /// Here the later one finishes first, with nothing to send (`cancel`): everything held goes.
+    @Test func aCatchUpBegunWhileAnotherHoldsTakesOverWhatItHeld() {
+        let catchUps = ConnectionTopicCatchUps()
+        let first = catchUps.begin("t")
+        #expect(Self.decisions(catchUps, [5]) == ["held"])
+        let second = catchUps.begin("t")
+        #expect(Self.decisions(catchUps, [6]) == ["held"])
+        #expect(catchUps.release("t", generation: second, filter: nil)?.map { Self.id($0.payload) } == [5, 6])
+        // The earlier one, superseded, has nothing left to send.
+        #expect(catchUps.release("t", generation: first, filter: nil)?.isEmpty != false)
+        #expect(catchUps.entries.isEmpty)
+    }
+
+    /// The earlier catch-up finishes while the later one still holds: what it held stays held
+    /// (sent by the later one's finish), and its filter joins the chain, so it applies to them.
+    @Test func anEarlierCatchUpFinishingWhileALaterOneHoldsLeavesItsFilter() {
+        let catchUps = ConnectionTopicCatchUps()
+        let first = catchUps.begin("t")
+        #expect(Self.decisions(catchUps, [4, 5]) == ["held", "held"])
+        let second = catchUps.begin("t")
+        #expect(catchUps.release("t", generation: first, filter: Self.skipping(4))?.isEmpty != false)
+        #expect(Self.decisions(catchUps, [6]) == ["held"])
+        let held = catchUps.release("t", generation: second, filter: nil) ?? []
+        #expect(held.filter { catchUps.passes("t", $0.payload) }.map { Self.id($0.payload) } == [5, 6])
+        #expect(catchUps.entries.isEmpty, "the first filter stopped at 5")
+    }
+
+    /// Held bytes carried over still count against the limit.
+    @Test func heldBytesCarryOverToTheLaterCatchUp() {
+        let catchUps = ConnectionTopicCatchUps()
+        _ = catchUps.begin("t")
+        let size = Self.publication(1).payload.count
+        _ = catchUps.step(for: Self.publication(1), limit: 1 << 20)
+        _ = catchUps.begin("t")
+        #expect(catchUps.step(for: Self.publication(2), limit: 2 * size) == .held(overLimit: false))
+        #expect(catchUps.step(for: Self.publication(3), limit: 2 * size) == .held(overLimit: true))
+    }
+
     @Test func bothFiltersSeeEveryPublicationAndEachStopsOnItsOwn() {
         let catchUps = ConnectionTopicCatchUps()
         let first = catchUps.begin("t")

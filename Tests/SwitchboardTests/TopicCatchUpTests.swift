@@ -92,6 +92,51 @@ import SwitchboardCore
         await server.shutdown()
     }
 
+    /// Two catch-ups of one topic on one connection overlapping (a chat sender waiting for its
+    /// message's confirmation while a pub/sub recovery of its room begins): a publication held
+    /// by the first is not lost when the second ends with nothing to send. (It was dropped: the
+    /// sender's own echo never came.)
+    @Test(.timeLimit(.minutes(2)))
+    func aPublicationHeldByAnEarlierCatchUpSurvivesALaterOne() async throws {
+        let gates = Gates()
+        var config = WebSocketServerConfiguration(host: "127.0.0.1", port: 0)
+        config.loopCount = 2
+        let server = WebSocketServer(configuration: config)
+        server.route("/") { [server] c in
+            var go = gates.go.makeAsyncIterator()
+            let first = await server.subscribeCatchingUp(c, to: "t")
+            gates.eventsIn.yield("first")
+            _ = await go.next()
+            let second = await server.subscribeCatchingUp(c, to: "t")
+            gates.eventsIn.yield("second")
+            _ = await go.next()
+            await second.cancel()
+            await first.cancel()
+            gates.eventsIn.yield("done")
+            for await _ in c.lines() {}
+        }
+        let port = try await server.start()
+        let socket = SocketAdapter()
+        var lines = try await socket.connect(to: try WebSocketURLEndpoint(url: "ws://127.0.0.1:\(port)/")).makeAsyncIterator()
+        var events = gates.events.makeAsyncIterator()
+        #expect(await events.next() == "first")
+        #expect(await server.publish(text: Self.line(1), to: "t") == 1)
+        gates.goIn.yield()
+        #expect(await events.next() == "second")
+        #expect(await server.publish(text: Self.line(2), to: "t") == 1)
+        gates.goIn.yield()
+        #expect(await events.next() == "done")
+        #expect(await server.publish(text: Self.line(3), to: "t") == 1)
+        var received: [String] = []
+        while let line = await lines.next() {
+            received.append(String(decoding: line, as: UTF8.self))
+            if received.last == "m 3" { break }
+        }
+        #expect(received == ["m 1", "m 2", "m 3"])
+        await socket.close()
+        await server.shutdown()
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func publicationsHeldBeyondTheOutboundLimitCloseTheSubscriberWith1013() async throws {
         let store = Store(), gates = Gates()

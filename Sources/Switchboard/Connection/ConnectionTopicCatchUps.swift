@@ -21,21 +21,32 @@ final class ConnectionTopicCatchUps {
         var heldBytes = 0
         /// Oldest first: those of earlier catch-ups still filtering, then this one's.
         var filters: [Filter] = []
+
+        /// Appends `filter` to the chain, dropping the oldest beyond ``maximumFilters``.
+        mutating func add(_ filter: @escaping Filter) {
+            filters.append(filter)
+            let excess = filters.count - ConnectionTopicCatchUps.maximumFilters
+            if excess > 0 { filters.removeFirst(excess) }
+        }
     }
 
     var entries: [String: Entry] = [:]
     private var lastGeneration: UInt64 = 0
 
-    /// Starts (or restarts) holding `topic`; returns the catch-up's generation. A restarted
-    /// catch-up drops what the earlier one held (its finish covers them) but keeps its filters.
+    /// Starts holding `topic`; returns the catch-up's generation. Begun while an earlier
+    /// catch-up of the topic still holds, it takes over what that one held (sent by this one's
+    /// finish, through every filter then in the chain: nothing dropped) and keeps the filters.
     func begin(_ topic: String) -> UInt64 {
         lastGeneration &+= 1
-        entries[topic] = Entry(generation: lastGeneration, filters: entries[topic]?.filters ?? [])
+        var entry = entries[topic] ?? Entry(generation: lastGeneration, holding: false)
+        entry.generation = lastGeneration
+        entry.holding = true
+        entries[topic] = entry
         return lastGeneration
     }
 
     /// What to do with a publication of a topic: nil when the topic is not caught up.
-    enum Step { case held(overLimit: Bool), skip, deliver }
+    enum Step: Equatable { case held(overLimit: Bool), skip, deliver }
 
     /// Decides for `publication` (held, filtered, or as usual); `limit` bounds the held bytes.
     func step(for publication: TopicPublication, limit: Int) -> Step? {
@@ -76,17 +87,25 @@ final class ConnectionTopicCatchUps {
         return deliver
     }
 
-    /// Ends holding for the catch-up `generation` of `topic`: returns what was held (nil if that
-    /// catch-up is no longer current) and adds `filter` to the chain for later publications.
-    /// The caller sends what was held through ``passes(_:_:)``, in order, with no suspension.
+    /// Ends holding for the catch-up `generation` of `topic`: returns what was held and adds
+    /// `filter` to the chain for it and later publications. The caller sends what was held
+    /// through ``passes(_:_:)``, in order, with no suspension. A catch-up that a later one took
+    /// over returns nil: what it held goes with the later one's finish; `filter` still joins
+    /// the chain (so it sees those publications too while the later one holds).
     func release(_ topic: String, generation: UInt64, filter: Filter?) -> [TopicPublication]? {
-        guard var entry = entries[topic], entry.generation == generation, entry.holding else { return nil }
+        guard var entry = entries[topic], entry.generation == generation, entry.holding else {
+            if let filter {
+                var entry = entries[topic] ?? Entry(generation: generation, holding: false)
+                entry.add(filter)
+                entries[topic] = entry
+            }
+            return nil
+        }
         let held = entry.held
         entry.held = []
         entry.heldBytes = 0
         entry.holding = false
-        if let filter { entry.filters.append(filter) }
-        if entry.filters.count > Self.maximumFilters { entry.filters.removeFirst(entry.filters.count - Self.maximumFilters) }
+        if let filter { entry.add(filter) }
         entries[topic] = entry.filters.isEmpty ? nil : entry
         return held
     }

@@ -24,7 +24,9 @@ import SwitchboardCore
 /// filter is still waiting for a publication to skip (a late one), keeps that filter: each
 /// publication then goes through every filter still active, oldest first, and is sent only if
 /// none skips it; each filter leaves when it says stop (at most 16 are kept per topic, the
-/// oldest dropped beyond that).
+/// oldest dropped beyond that). Begun while an earlier one still holds, it takes over what that
+/// one held: nothing is dropped. The later one's finish (or cancel) sends them with its own;
+/// the earlier one's finish then sends its `first` only, and its filter joins the chain.
 ///
 /// Bounded: the held publications count against the connection's
 /// ``WebSocketConfiguration/outboundLimit``; above it the connection is closed with 1013 like

@@ -67,16 +67,26 @@ final class RedisShardedSubscriber: Sendable {
         if isNew { scheduleReroute() }
     }
 
-    /// Adds `channel`; true once its master confirmed the subscription, false when it cannot be
-    /// confirmed now (no map, the master unreachable: it is subscribed as soon as possible).
+    /// Adds `channel`; true once its master confirmed the subscription (waiting for the
+    /// master's first connection when it is being made), false when it cannot be confirmed now
+    /// (no map, the master unreachable). Then it is subscribed as soon as possible, and
+    /// ``onPossibleGap`` hears it once confirmed: the caller went on without its messages.
     func subscribe(_ channel: String) async -> Bool {
         add(channel)
         if state.withLock({ $0.channels[channel] ?? nil }) == nil { await placeUnassigned() }
         guard let core = state.withLock({ s -> RedisSubscriberCore? in
-            guard let address = s.channels[channel] ?? nil else { return nil }
-            return s.nodes[address]
+            if let address = s.channels[channel] ?? nil, let core = s.nodes[address] { return core }
+            if s.channels[channel] != nil { s.lost.insert(channel) }
+            return nil
         }) else { return false }
-        return await withCheckedContinuation { c in core.link.loop.execute { core.subscribe(channel, c) } }
+        return await withCheckedContinuation { c in
+            core.link.loop.execute { [weak self] in
+                // Answered false at once (the node is down): on this loop, before any
+                // confirmation of the channel, which then reports the gap.
+                guard !core.subscribe(channel, c) else { return }
+                self?.state.withLock { s in if s.channels[channel] != nil { s.lost.insert(channel) } }
+            }
+        }
     }
 
     /// Removes `channel` (on its master, once Redis processed the `SUNSUBSCRIBE`).
