@@ -61,7 +61,8 @@ final class RedisLink: @unchecked Sendable {
     private var state = State.idle
     private var parser: RESPParser
     private var failures = 0
-    private var everConnected = false
+    /// Whether a connection was up at some point (false during the first attempts).
+    private(set) var everConnected = false
     private var random = SystemRandomNumberGenerator()
 
     init(loop: EventLoop, url: RedisURL, configuration: RedisConfiguration, logger: Logger, role: Role = .server) {
@@ -81,8 +82,6 @@ final class RedisLink: @unchecked Sendable {
         }
     }
     var isClosed: Bool { if case .closed = state { true } else { false } }
-    /// Whether a connection was up at some point (false during the first attempts).
-    var hasBeenUp: Bool { everConnected }
 
     /// Starts connecting if idle (a no-op otherwise).
     func start() {

@@ -139,7 +139,7 @@ final class RedisSubscriberCore: RedisLinkOwner, @unchecked Sendable {
             waiter?.resume(returning: true)
             return true
         }
-        guard link.isUp || (link.isConnecting && !link.hasBeenUp) else {
+        guard link.isUp || (link.isConnecting && !link.everConnected) else {
             waiter?.resume(returning: false)
             return false
         }

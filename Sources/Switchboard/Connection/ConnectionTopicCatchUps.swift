@@ -38,7 +38,7 @@ final class ConnectionTopicCatchUps {
     /// finish, through every filter then in the chain: nothing dropped) and keeps the filters.
     func begin(_ topic: String) -> UInt64 {
         lastGeneration &+= 1
-        var entry = entries[topic] ?? Entry(generation: lastGeneration, holding: false)
+        var entry = entries[topic] ?? Entry(generation: lastGeneration)
         entry.generation = lastGeneration
         entry.holding = true
         entries[topic] = entry

@@ -76,7 +76,7 @@ final class RedisShardedSubscriber: Sendable {
         if state.withLock({ $0.channels[channel] ?? nil }) == nil { await placeUnassigned() }
         guard let core = state.withLock({ s -> RedisSubscriberCore? in
             if let address = s.channels[channel] ?? nil, let core = s.nodes[address] { return core }
-            if s.channels[channel] != nil { s.lost.insert(channel) }
+            Self.markLost(channel, &s)
             return nil
         }) else { return false }
         return await withCheckedContinuation { c in
@@ -84,9 +84,14 @@ final class RedisShardedSubscriber: Sendable {
                 // Answered false at once (the node is down): on this loop, before any
                 // confirmation of the channel, which then reports the gap.
                 guard !core.subscribe(channel, c) else { return }
-                self?.state.withLock { s in if s.channels[channel] != nil { s.lost.insert(channel) } }
+                self?.state.withLock { s in Self.markLost(channel, &s) }
             }
         }
+    }
+
+    /// Marks `channel`, if still wanted, as lost: its next confirmation reports a possible gap.
+    private static func markLost(_ channel: String, _ s: inout State) {
+        if s.channels[channel] != nil { s.lost.insert(channel) }
     }
 
     /// Removes `channel` (on its master, once Redis processed the `SUNSUBSCRIBE`).
