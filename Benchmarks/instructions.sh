@@ -17,6 +17,8 @@
 #   churn-callbacks  echo-server --api callbacks: instructions per connection cycle (loadgen --mode
 #                    churn: connect, upgrade, one 16-byte echo, close handshake; 50 at a time)
 #   churn-tasks      the same with --api tasks
+#   echo-uws, churn-uws  the echo and churn paths against uWebSockets' uws-echo (UWS_DIR), for
+#                    comparison (not in the default set)
 #   reply-loop       client-bench --mode reply (60-byte lines, 64 in flight, each answered from
 #                    the receiving loop) against uws-echo when found (else echo-server):
 #                    instructions of the client per line
@@ -25,6 +27,12 @@
 # set up here, which needs root): the guard on a machine without hardware counters (a VM without
 # a PMU, where perf prints "<not supported>" for instructions), and the figure an allocation
 # change moves. Every Swift object, closure context and array growth is one call.
+# COUNT=syscalls counts system calls instead (the `raw_syscalls:sys_enter` tracepoint, every
+# thread of the measured program; needs root or perf_event_paranoid ≤ 1): what an event-loop
+# backend changes (issue 38). Like the others, it does not depend on the machine's load.
+#
+# EVENT_LOOP=epoll|io_uring runs the servers on that backend (SWITCHBOARD_EVENT_LOOP; default
+# the library's automatic choice, epoll); the client path (reply-loop) ignores it.
 #
 # Each path runs twice, for DURATION_A and DURATION_B seconds; the figure is the slope
 #   (instructions_B − instructions_A) / (units_B − units_A),
@@ -32,7 +40,7 @@
 # cycles, lines) in its measured window, which here is the whole run (--warmup 0). Servers on
 # CPU 0, drivers on CPU 1, as in run.sh.
 #
-# Usage: [COUNT=instructions|allocations] Benchmarks/instructions.sh [path ...]   (default: all)
+# Usage: [COUNT=instructions|allocations|syscalls] [EVENT_LOOP=epoll|io_uring] Benchmarks/instructions.sh [path ...]   (default: all)
 # Settings (environment): SWITCHBOARD_BIN=<folder with a release echo-server> (default: this
 # checkout's .build/release, built here), CLIENT_BIN=<folder with a release client-bench>
 # (default: this package's, built here), DURATION_A=2 DURATION_B=6, UWS_DIR (default
@@ -59,8 +67,17 @@ case "$COUNT" in
             { say "cannot set a uprobe on malloc in $libc (needs root and uprobes)"; exit 1; }
         perf stat -x, -e probe_libc:malloc true 2>&1 | grep -q '^[0-9][0-9]*,' ||
             { say "the malloc uprobe counts nothing here"; exit 1; } ;;
-    *) say "COUNT is instructions or allocations, not $COUNT"; exit 2 ;;
+    syscalls)
+        events=raw_syscalls:sys_enter
+        perf stat -x, -e raw_syscalls:sys_enter true 2>&1 | grep -q '^[0-9][0-9]*,' ||
+            { say "perf cannot count system calls here (needs root or perf_event_paranoid <= 1, and tracefs)"; exit 1; } ;;
+    *) say "COUNT is instructions, allocations or syscalls, not $COUNT"; exit 2 ;;
 esac
+case "${EVENT_LOOP:-}" in
+    ""|epoll|io_uring) ;;
+    *) say "EVENT_LOOP is epoll or io_uring, not $EVENT_LOOP"; exit 2 ;;
+esac
+[ -z "${EVENT_LOOP:-}" ] || export SWITCHBOARD_EVENT_LOOP="$EVENT_LOOP"
 DURATION_A=${DURATION_A:-2}
 DURATION_B=${DURATION_B:-6}
 OUT=${OUT:-$(mktemp -d /tmp/switchboard-instructions.XXXXXX)}
@@ -91,11 +108,19 @@ port=""
 cleanup() { [ -z "$pid" ] || kill -KILL "$pid" 2>/dev/null || true; }
 trap cleanup EXIT
 
-# Starts echo-server (api) under perf stat (counts to out-file), or without it when $3 is
+# Starts echo-server (api; "uws": uWebSockets' uws-echo, for comparison) under perf stat (counts to out-file), or without it when $3 is
 # "native"; sets pid (perf's, or the server's) and port.
 start_echo_server() {  # api out-file [native]
     local log="$OUT/server.log"
     : > "$log"
+    if [ "$1" = uws ]; then
+        [ -x "$uwsdir/uws-echo" ] || { say "uws-echo not found in $uwsdir (UWS_DIR)"; exit 1; }
+        port=19951
+        PORT=$port taskset -c 0 perf stat -x, -e "$events" -o "$2" "$uwsdir/uws-echo" > "$log" 2>&1 &
+        pid=$!
+        for _ in $(seq 1 100); do grep -q listening "$log" && return 0; sleep 0.05; done
+        say "uws-echo did not start:"; cat "$log" >&2; exit 1
+    fi
     if [ "${3:-}" = native ]; then
         taskset -c 0 "$sbbin/echo-server" --port 0 --loops 1 --api "$1" > "$log" 2>&1 &
     else
@@ -115,18 +140,19 @@ start_echo_server() {  # api out-file [native]
 
 # Stops the server: SIGTERM to echo-server itself (perf stat then writes its counts and exits).
 stop_server() {
-    pkill -TERM -P "$pid" echo-server 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    pkill -TERM -P "$pid" echo-server 2>/dev/null || pkill -TERM -P "$pid" uws-echo 2>/dev/null ||
+        kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
     pid=""
 }
 
-# "user kernel" counts from a perf stat -x, file (allocations: "calls 0").
+# "user kernel" counts from a perf stat -x, file (allocations, syscalls: "calls 0").
 instructions() {
     local u k
-    if [ "$COUNT" = allocations ]; then
-        u=$(awk -F, '$3 ~ /^probe_libc:malloc/ {print $1}' "$1")
+    if [ "$COUNT" != instructions ]; then
+        u=$(awk -F, -v e="$events" '$3 ~ "^" e {print $1}' "$1")
         echo "${u:-0} 0"
         return
     fi
@@ -177,8 +203,9 @@ run_reply_path() {  # duration → "user kernel units"
     echo "$(instructions "$file") $units"
 }
 
-if [ "$COUNT" = allocations ]; then
-    echo "| path | unit | mallocs per unit | units (runs A, B) |"
+if [ "$COUNT" != instructions ]; then
+    [ "$COUNT" = allocations ] && what=mallocs || what="system calls"
+    echo "| path | unit | $what per unit | units (runs A, B) |"
     echo "|---|---|---:|---|"
 else
     echo "| path | unit | user instructions per unit | kernel instructions per unit | units (runs A, B) |"
@@ -190,16 +217,18 @@ for p in "${paths[@]}"; do
         echo-tasks) unit=message; a=$(run_server_path tasks echo "$DURATION_A"); b=$(run_server_path tasks echo "$DURATION_B") ;;
         churn-callbacks) unit=cycle; a=$(run_server_path callbacks churn "$DURATION_A"); b=$(run_server_path callbacks churn "$DURATION_B") ;;
         churn-tasks) unit=cycle; a=$(run_server_path tasks churn "$DURATION_A"); b=$(run_server_path tasks churn "$DURATION_B") ;;
+        echo-uws) unit=message; a=$(run_server_path uws echo "$DURATION_A"); b=$(run_server_path uws echo "$DURATION_B") ;;
+        churn-uws) unit=cycle; a=$(run_server_path uws churn "$DURATION_A"); b=$(run_server_path uws churn "$DURATION_B") ;;
         reply-loop) unit=line; a=$(run_reply_path "$DURATION_A"); b=$(run_reply_path "$DURATION_B") ;;
         *) say "unknown path $p"; exit 2 ;;
     esac
     read -r ua ka na <<< "$a"
     read -r ub kb nb <<< "$b"
     if [ "$nb" -le "$na" ]; then say "$p: the longer run counted no more units ($na, $nb)"; exit 1; fi
-    if [ "$COUNT" = allocations ]; then
+    if [ "$COUNT" != instructions ]; then
         echo "| $p | $unit | $(awk -v a="$ua" -v b="$ub" -v m="$na" -v n="$nb" 'BEGIN {printf "%.2f", (b - a) / (n - m)}') | $na, $nb |"
     else
         echo "| $p | $unit | $(( (ub - ua) / (nb - na) )) | $(( (kb - ka) / (nb - na) )) | $na, $nb |"
     fi
 done
-say "perf's files in $OUT"
+say "perf's files in $OUT${EVENT_LOOP:+ (servers on $EVENT_LOOP)}"
