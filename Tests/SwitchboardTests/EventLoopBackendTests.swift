@@ -212,4 +212,43 @@ struct EventLoopBackendTests {
         close(oldPeer)
     }
     #endif
+
+    /// Bytes received for a registration already given up (a receive that completed before the
+    /// deregistration, reaped after it: the completion is dropped, its buffer handed back) were
+    /// written into the buffer area like any other: the idle trim must hand those pages back
+    /// too, else they stay resident for as long as the loop receives nothing more. Run on the
+    /// driver directly, on this thread (the ring's only submitter), step by step.
+    #if os(Linux)
+    @Test(.enabled(if: EventLoopBackend.isIOUringAvailable, "io_uring unavailable here"))
+    func bytesReceivedForAGivenUpRegistrationAreTrimmedToo() throws {
+        var wakePipe: [Int32] = [0, 0]
+        #expect(pipe(&wakePipe) == 0)  // the driver polls its wake-up descriptor; never written here
+        defer { close(wakePipe[0]); close(wakePipe[1]) }
+        let driver = try IOURingDriver(wakeFD: wakePipe[0])
+        guard driver.canTrim else { return }  // a ring without deferred task running never trims
+        var pair: [Int32] = [0, 0]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
+        let (mine, peer) = (pair[0], pair[1])
+        defer { close(mine); close(peer) }
+        _ = fcntl(mine, F_SETFL, fcntl(mine, F_GETFL) | O_NONBLOCK)
+        driver.register(slot: 0, fd: mine, events: SystemConstants.epollIn | SystemConstants.epollRdHup, receives: true)
+        driver.submitAndWait(timeoutNanoseconds: 0)
+        let bytes = [UInt8](repeating: 7, count: 4096)
+        #expect(bytes.withUnsafeBytes { write(peer, $0.baseAddress, $0.count) } == 4096)
+        // The kernel writes into the buffers (and posts the completion) inside io_uring_enter.
+        var waits = 0
+        while driver.residentBufferBytes == 0 && waits < 600 {
+            driver.submitAndWait(timeoutNanoseconds: 100_000_000)
+            waits += 1
+        }
+        #expect(driver.residentBufferBytes > 0)
+        driver.deregister(slot: 0)
+        #expect(driver.processCompletions { (_: Int) -> EventLoopIOHandler? in nil } >= 1)
+        #expect(driver.trimPending)
+        driver.trimDelay = 0
+        _ = driver.trimIfIdle(now: 1)
+        #expect(driver.residentBufferBytes == 0)
+        #expect(driver.trimCount == 1)
+    }
+    #endif
 }

@@ -359,6 +359,12 @@ final class IOURingDriver {
                 switchboard_uring_buffer_return(ring, bid)
             }
         }
+        // Bytes in a buffer touch its pages, for a registration given up too (a receive
+        // completed before the deregistration, reaped after it): the idle trim hands them back.
+        if res > 0 && hasBuffer && canTrim {
+            receivedSinceTrim = true
+            receivedSinceClock = true
+        }
         guard current else { return }
         let generation = slots[slot].generation
         if flags & switchboard_uring_cqe_f_more() == 0 { slots[slot].receive = .idle }
@@ -369,10 +375,6 @@ final class IOURingDriver {
             rearm = false
             receiver?.handleReceiveEnded(errno: EIO)
         } else if res > 0 {
-            if canTrim {
-                receivedSinceTrim = true
-                receivedSinceClock = true
-            }
             if let receiver {
                 let base = UnsafeRawPointer(switchboard_uring_buffer(ring, bid)) + start
                 receiver.handleReceived(UnsafeRawBufferPointer(start: base, count: Int(res)))
