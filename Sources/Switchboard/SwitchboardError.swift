@@ -6,7 +6,7 @@ import SwitchboardCore
 ///
 /// A struct over a private enum so new cases never break users' `switch`es: compare with the
 /// `kind` property, or match the static members (`error.kind == .notConnected`).
-public struct SwitchboardError: Error, Sendable, Equatable, CustomStringConvertible, LocalizedError {
+public struct SwitchboardError: Error, Sendable, Equatable, CustomStringConvertible, LocalizedError, CustomReflectable {
     /// What class of failure this is.
     public struct Kind: Hashable, Sendable, CustomStringConvertible {
         fileprivate let name: String
@@ -170,6 +170,17 @@ public struct SwitchboardError: Error, Sendable, Equatable, CustomStringConverti
         var s = "SwitchboardError.\(kind): \(message)"
         if let httpBody, !httpBody.isEmpty { s += " — body: \(httpBody.prefix(512))" }
         return s
+    }
+
+    /// The fields that are set, in declaration order (`dump`, a debugger's `po`): not the
+    /// single reference they are stored behind.
+    public var customMirror: Mirror {
+        var children: [(label: String?, value: Any)] = [("kind", kind), ("message", message)]
+        if let httpStatus { children.append(("httpStatus", httpStatus)) }
+        if let httpBody { children.append(("httpBody", httpBody)) }
+        if let closeCode { children.append(("closeCode", closeCode)) }
+        if let errno { children.append(("errno", errno)) }
+        return Mirror(self, children: children, displayStyle: .struct)
     }
 
     /// The same text as ``description``.

@@ -36,4 +36,19 @@ import Testing
         #expect(SwitchboardError(kind: .handshakeRejected, message: "m", httpBody: "a")
                 != SwitchboardError(kind: .handshakeRejected, message: "m", httpBody: "b"))
     }
+
+    /// `dump(error)`, a debugger's `po` and anything else that reflects shows the fields a user
+    /// reads (the ones set), not the one-reference storage behind them.
+    @Test func reflectsItsFieldsNotItsStorage() {
+        let e = SwitchboardError(kind: .handshakeRejected, message: "m", httpStatus: 403, httpBody: "no")
+        let children = Mirror(reflecting: e).children.map { ($0.label ?? "", String(describing: $0.value)) }
+        #expect(children.map(\.0) == ["kind", "message", "httpStatus", "httpBody"])
+        #expect(children.map(\.1) == ["handshakeRejected", "m", "403", "no"])
+        let io = Mirror(reflecting: SwitchboardError.io(SocketError(errno: 5, operation: "read"))).children
+        #expect(io.map { $0.label ?? "" } == ["kind", "message", "errno"])
+        var dumped = ""
+        dump(SwitchboardError.closed(code: .normalClosure, reason: "bye"), to: &dumped)
+        #expect(!dumped.contains("storage"))
+        #expect(dumped.contains("closeCode"))
+    }
 }
