@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import Switchboard
+@testable import Switchboard
 import SwitchboardTestSupport
 #if canImport(Glibc)
 import Glibc
@@ -61,6 +61,30 @@ struct ShutdownSignalTests {
             second.cancel()
             await second.value
         }
+        #expect(Self.disposition(SIGINT) == unsafeBitCast(SIG_IGN, to: Int.self), "the disposition from before")
+    }
+
+    /// A wait's cancellation that comes after a signal resumed it (the task cancelled in the
+    /// moment between the two) finds nothing to cancel, and keeps nothing: it used to record
+    /// the wait's id as "cancelled before it was added", for ever. Driven through the waiters
+    /// directly, as `wait` does, so the cancellation surely comes after the signal.
+    @Test func aCancellationAfterTheSignalLeavesNothingBehind() async throws {
+        signal(SIGINT, SIG_IGN)
+        defer { signal(SIGINT, SIG_DFL) }
+        let waiters = ShutdownSignalWaiters.shared
+        let before = waiters.pendingCancellationCount
+        let id = waiters.nextID()
+        await withUnsafeContinuation { (c: UnsafeContinuation<Void, Never>) in
+            waiters.add(id, c)
+            kill(getpid(), SIGINT)
+        }
+        waiters.remove(id)  // what the cancellation handler does
+        #expect(waiters.pendingCancellationCount == before)
+        // A cancellation before the wait is added still ends that wait at once.
+        let early = waiters.nextID()
+        waiters.remove(early)
+        await withUnsafeContinuation { (c: UnsafeContinuation<Void, Never>) in waiters.add(early, c) }
+        #expect(waiters.pendingCancellationCount == before)
         #expect(Self.disposition(SIGINT) == unsafeBitCast(SIG_IGN, to: Int.self), "the disposition from before")
     }
 

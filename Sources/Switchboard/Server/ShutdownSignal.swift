@@ -43,13 +43,17 @@ public enum ShutdownSignal {
 /// The process's waiters for shutdown signals and the handlers installed for them: installed
 /// when the first waiter comes, removed (the previous dispositions back) when a signal has
 /// resumed every waiter or the last one was cancelled.
-private final class ShutdownSignalWaiters: @unchecked Sendable {
+final class ShutdownSignalWaiters: @unchecked Sendable {
     // Safety: all state is under `state`'s lock; the pipe's descriptors never change once made.
     static let shared = ShutdownSignalWaiters()
 
     private struct State {
         var nextID: UInt64 = 0
         var waiters: [UInt64: UnsafeContinuation<Void, Never>] = [:]
+        /// Waits that have their id and are not added yet, and those of them cancelled
+        /// meanwhile (their `add` resumes at once). A cancellation of a wait already resumed
+        /// (by a signal) finds its id in neither and leaves nothing behind.
+        var announced: Set<UInt64> = []
         var cancelled: Set<UInt64> = []
         /// The dispositions before ours, while ours are installed.
         var previous: [(Int32, UnsafeMutableRawPointer)] = []
@@ -80,13 +84,18 @@ private final class ShutdownSignalWaiters: @unchecked Sendable {
     func nextID() -> UInt64 {
         state.withLock { s in
             s.nextID += 1
+            s.announced.insert(s.nextID)
             return s.nextID
         }
     }
 
+    /// Cancellations recorded for waits not added yet (for tests: 0 once every wait is added).
+    var pendingCancellationCount: Int { state.withLock { $0.cancelled.count } }
+
     func add(_ id: UInt64, _ continuation: UnsafeContinuation<Void, Never>) {
         enum Outcome { case cancelled, waiting(startReader: Bool) }
         let outcome: Outcome = state.withLock { s in
+            s.announced.remove(id)
             // Cancelled before it got here: resume at once.
             if s.cancelled.remove(id) != nil { return .cancelled }
             s.waiters[id] = continuation
@@ -127,7 +136,8 @@ private final class ShutdownSignalWaiters: @unchecked Sendable {
     func remove(_ id: UInt64) {
         let continuation: UnsafeContinuation<Void, Never>? = state.withLock { s in
             guard let c = s.waiters.removeValue(forKey: id) else {
-                s.cancelled.insert(id)  // not added yet
+                // Not added yet: its `add` resumes at once. Otherwise already resumed.
+                if s.announced.remove(id) != nil { s.cancelled.insert(id) }
                 return nil
             }
             if s.waiters.isEmpty { uninstall(&s) }
