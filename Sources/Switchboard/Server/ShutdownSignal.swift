@@ -50,10 +50,10 @@ final class ShutdownSignalWaiters: @unchecked Sendable {
     private struct State {
         var nextID: UInt64 = 0
         var waiters: [UInt64: UnsafeContinuation<Void, Never>] = [:]
-        /// Waits that have their id and are not added yet, and those of them cancelled
-        /// meanwhile (their `add` resumes at once). A cancellation of a wait already resumed
-        /// (by a signal) finds its id in neither and leaves nothing behind.
+        /// Ids handed out by `nextID` whose wait is not added yet.
         var announced: Set<UInt64> = []
+        /// Those of them cancelled meanwhile: their `add` resumes at once. A cancellation of
+        /// a wait already resumed (by a signal) finds its id in neither set and keeps nothing.
         var cancelled: Set<UInt64> = []
         /// The dispositions before ours, while ours are installed.
         var previous: [(Int32, UnsafeMutableRawPointer)] = []
