@@ -125,6 +125,7 @@ fanout-redis-16B-1000subs|--mode fanout --conns 1000 --size 16 --path /broadcast
 tls-echo-text-16B-100c|--tls --conns 100 --size 16|round_trips_per_s|round trips/s
 churn-16B-50c|--mode churn --conns 50 --size 16|server_cpu_s_per_1000|server CPU-seconds per 1,000 connect-echo-close cycles (lower is better)
 tls-churn-16B-50c|--tls --mode churn --conns 50 --size 16|server_cpu_s_per_1000|server CPU-seconds per 1,000 TLS connect-echo-close cycles (lower is better)
+churn-16B-50c-2000idle|--mode churn --conns 50 --size 16 --idle 2000|server_cpu_s_per_1000|server CPU-seconds per 1,000 cycles beside 2,000 idle connections (lower is better; each round prints the server's server_rss_kib)
 hold-idle|--mode hold --conns $HOLD_CONNS --settle 3|kib_per_conn|KiB RSS per idle connection
 echo-json-1KiB-100c|--conns 100 --size 1024 --payload json|round_trips_per_s|round trips/s
 echo-json-1KiB-deflate-shared-100c|--conns 100 --size 1024 --payload json --deflate shared|round_trips_per_s|round trips/s
@@ -446,7 +447,7 @@ measure() {  # server scenario-line round
     fi
     printf '  %-17s %-26s round %s: %s %s %s\n' "$server" "$name" "$round" "$value" \
         "$(echo "$out" | grep -o 'loadgen_cpu=[0-9]*%' || true)" \
-        "$(echo "$out" | grep -o 'negotiated=[0-9]* \|saved_pct=[-0-9.]*' | tr -d '\n' || true)" >&2
+        "$(echo "$out" | grep -o 'negotiated=[0-9]* \|saved_pct=[-0-9.]*\|server_rss_kib=[0-9]*' | tr -d '\n' || true)" >&2
 }
 
 scenario_line() { echo "$ALL_SCENARIOS" | grep "^$1|"; }

@@ -24,7 +24,11 @@
 //           then the server's end of the TCP connection), and again. Prints cycles per second
 //           and, with --pid, the server's CPU-seconds per 1,000 cycles over the measured window
 //           (utime + stime from /proc/PID/stat): the figure to compare servers by, since the
-//           generator may be what limits the cycles per second.
+//           generator may be what limits the cycles per second. --idle N first opens N more
+//           connections that upgrade and then stay idle for the whole run (answering pings), and
+//           the churn starts once all are open: connection churn beside a server's long-lived
+//           connections (their keepalive timers, the loop's tables at that size). With --pid it
+//           also prints the server's resident memory at the end (server_rss_kib).
 //
 // Every mode prints one machine-readable line starting with "result ", plus loadgen's own CPU
 // use over the window: under 100% means the load generator was waiting for the server, i.e.
@@ -122,6 +126,7 @@ typedef struct conn {
     int cmp_bad;             // uncompressed echo: differs from what was sent
     uint64_t cmp_off;        // uncompressed echo: bytes compared so far
     uint64_t msg_wire, msg_plen;  // frame bytes and frame payload bytes of the message so far
+    int idle;                // churn --idle: upgrades, then stays open and idle
     int closing;             // churn: our close frame is queued or sent
     int got_close;           // churn: the server's close frame arrived; its end of TCP comes next
 } conn;
@@ -144,7 +149,8 @@ static struct {
     int deflate;             // DEFLATE_OFF, DEFLATE_SHARED, DEFLATE_TAKEOVER
     int level;
     int port2;               // fanout: every other subscriber connects here (0: none)
-} opt = {"127.0.0.1", 9001, "/", MODE_ECHO, 100, 16, 0, 5, 1, 0, 0, 8, 200, 3, 0, 0, 6, 0};
+    int idle;                // churn: idle connections held beside the churning ones
+} opt = {"127.0.0.1", 9001, "/", MODE_ECHO, 100, 16, 0, 5, 1, 0, 0, 8, 200, 3, 0, 0, 6, 0, 0};
 
 enum { DEFLATE_OFF, DEFLATE_SHARED, DEFLATE_TAKEOVER };
 
@@ -172,6 +178,7 @@ static const uint8_t mask_key[4] = {0x37, 0xfa, 0x21, 0x3d};
 // churn: our close frame (1000, masked), cycles completed in the window, source addresses used.
 static const uint8_t close_frame[8] = {0x88, 0x82, 0x37, 0xfa, 0x21, 0x3d, 0x03 ^ 0x37, 0xe8 ^ 0xfa};
 static uint64_t measured_cycles, sources_used;
+static int idle_opened;           // churn --idle: idle connections upgraded
 
 // The message pool: payload, and its masked uncompressed frame.
 #define POOL_MAX 64
@@ -818,6 +825,7 @@ static void became_open(conn *c) {
     c->msgs = opt.json || c->dfl;
     c->verify = (opt.json || opt.deflate) && opt.mode != MODE_FANOUT;
     c->next_msg = (c->index * 13) % npool;
+    if (c->idle) { idle_opened++; return; }
     if ((opt.mode == MODE_ECHO || opt.mode == MODE_CHURN) && !done) { send_frame(c); c->awaiting = 1; }
     if (opt.mode == MODE_HOLD && (opt.json || opt.deflate)) { send_frame(c); c->awaiting = 1; hold_pending++; }
 }
@@ -931,7 +939,7 @@ static void usage(void) {
         "usage: loadgen [--host 127.0.0.1] [--port 9001] [--path /] [--mode echo|fanout|hold|churn]\n"
         "               [--conns N] [--size BYTES] [--binary] [--duration S] [--warmup S]\n"
         "               [--tls] [--pid SERVER_PID] [--window N] [--settle S] [--port2 P]\n"
-        "               [--payload fill|json] [--deflate off|shared|takeover] [--level 1-9]\n");
+        "               [--payload fill|json] [--deflate off|shared|takeover] [--level 1-9] [--idle N]\n");
     exit(2);
 }
 
@@ -960,6 +968,7 @@ int main(int argc, char **argv) {
                                             : strcmp(v, "takeover") == 0 ? DEFLATE_TAKEOVER : (usage(), 0);
         else if (ARG("--level")) opt.level = atoi(v);
         else if (ARG("--port2")) opt.port2 = atoi(v);
+        else if (ARG("--idle")) opt.idle = atoi(v);
         else usage();
 #undef ARG
     }
@@ -970,16 +979,18 @@ int main(int argc, char **argv) {
     if (opt.mode == MODE_FANOUT && opt.size < 16) die("--mode fanout needs --size 16 or more (the payload carries a stamp)");
     if (opt.port2 && opt.mode != MODE_FANOUT) die("--port2: fanout mode only");
     if (opt.mode == MODE_CHURN && (opt.json || opt.deflate)) die("--mode churn: fill payload, no compression");
+    if (opt.idle < 0 || (opt.idle && opt.mode != MODE_CHURN)) die("--idle N: churn mode only");
     if (opt.json && opt.size < 64) die("--payload json needs --size 64 or more");
     if (opt.level < 1 || opt.level > 9) usage();
     signal(SIGPIPE, SIG_IGN);
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0) { rl.rlim_cur = rl.rlim_max; setrlimit(RLIMIT_NOFILE, &rl); }
 
-    int total = opt.conns + (opt.mode == MODE_FANOUT ? 1 : 0);
+    // Churn --idle: the idle connections first (opened first), then the churning ones.
+    int total = opt.conns + (opt.mode == MODE_FANOUT ? 1 : 0) + opt.idle;
     conns = calloc((size_t)total, sizeof *conns);
     if (!conns) die("out of memory");
-    for (int i = 0; i < total; i++) { conns[i].index = i; conns[i].fd = -1; }
+    for (int i = 0; i < total; i++) { conns[i].index = i; conns[i].fd = -1; conns[i].idle = i < opt.idle; }
     if (opt.mode == MODE_FANOUT) { publisher = &conns[opt.conns]; publisher->publisher = 1; }
     build_frame();
     build_pool();
@@ -1005,7 +1016,8 @@ int main(int argc, char **argv) {
         for (int i = 0; i < n; i++) on_event(evs[i].data.ptr, evs[i].events);
         if (opt.mode == MODE_FANOUT) publish_if_window();
         double t = now();
-        if (!t_open && all_open() && hold_pending == 0 && (opt.mode != MODE_FANOUT || primed || opened == 0)) {
+        if (!t_open && all_open() && hold_pending == 0 && (opt.mode != MODE_FANOUT || primed || opened == 0)
+            && (idle_opened == opt.idle || failed)) {
             t_open = t;
             if (opened == 0) die("no connection could be opened");
             t_measure = t + opt.warmup;
@@ -1031,12 +1043,12 @@ int main(int argc, char **argv) {
         double per_s = (double)measured_cycles / opt.duration;
         char server[128] = "";
         if (server_cpu >= 0 && measured_cycles)
-            snprintf(server, sizeof server, " server_cpu_s=%.3f server_cpu_s_per_1000=%.4f", server_cpu,
-                     server_cpu * 1000.0 / (double)measured_cycles);
+            snprintf(server, sizeof server, " server_cpu_s=%.3f server_cpu_s_per_1000=%.4f server_rss_kib=%ld", server_cpu,
+                     server_cpu * 1000.0 / (double)measured_cycles, rss_kib(opt.pid));
         printf("result mode=churn conns=%d size=%zu tls=%d cycles_per_s=%.0f cycles=%llu errors=%llu failed=%llu "
-               "loadgen_cpu=%.0f%%%s\n",
+               "loadgen_cpu=%.0f%% idle=%d%s\n",
                real_total, opt.size, opt.tls, per_s, (unsigned long long)measured_cycles, (unsigned long long)errors,
-               (unsigned long long)failed, 100.0 * cpu / opt.duration, server);
+               (unsigned long long)failed, 100.0 * cpu / opt.duration, opt.idle, server);
         if (measured_cycles == 0) fprintf(stderr, "loadgen: no cycle completed in the measured window\n");
         return (errors || failed || measured_cycles == 0) ? 1 : 0;
     }
