@@ -39,8 +39,11 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
     package func removingFields(named names: [String]) -> HTTPHeaders {
         // The names' lengths as bits: a field whose name has none of them is kept without a
         // comparison (most are; lengths of 64 and more are always compared).
-        var lengths: UInt64 = 0
-        for name in names where name.utf8.count < 64 { lengths |= 1 << UInt64(name.utf8.count) }
+        // A constant: the nested function captures it by value (a captured `var` is a box,
+        // checked for exclusive access on every read).
+        let lengths = names.reduce(UInt64(0)) { bits, name in
+            name.utf8.count < 64 ? bits | 1 << UInt64(name.utf8.count) : bits
+        }
         func dropped(_ field: Element) -> Bool {
             let count = field.name.utf8.count
             if count < 64, lengths & (1 << UInt64(count)) == 0 { return false }
