@@ -36,6 +36,33 @@ struct OutboundQueueTests {
         #expect(q.isEmpty)
     }
 
+    @Test func anArrayQueuedWhenEmptyIsTakenNotCopiedAndOrderHolds() {
+        var q = OutboundQueue()
+        let response = [UInt8](repeating: 7, count: 100)
+        let address = response.withUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
+        q.append(adopting: response)
+        var seen: UInt = 0
+        var sink = Sink(capacity: 40)
+        #expect(q.drain { first, second in
+            if seen == 0 { seen = UInt(bitPattern: first.baseAddress) }
+            return sink.take(first, second)
+        } == .blocked)
+        #expect(seen == address, "the queue wrote from a copy")
+        // Not empty now: appended behind, in order (copying the storage the caller still shares).
+        q.append(adopting: [8, 9])
+        sink.capacity = 1_000
+        #expect(q.drain { sink.take($0, $1) } == .empty)
+        #expect(sink.written == [UInt8](repeating: 7, count: 100) + [8, 9])
+        #expect(response == [UInt8](repeating: 7, count: 100), "the caller's array changed")
+        #expect(q.isEmpty && q.storageCapacity == 0)
+        // Behind a pong waiting in its slot, an adopted array still goes after it.
+        q.setPong([0x8A, 0])
+        q.append(adopting: [1])
+        var after = Sink(capacity: 1_000)
+        #expect(q.drain { after.take($0, $1) } == .empty)
+        #expect(after.written == [0x8A, 0, 1])
+    }
+
     @Test func partialWritesResumeWhereTheyStopped() {
         var q = OutboundQueue()
         q.append { $0 += Array(0..<10) }

@@ -45,6 +45,18 @@ struct OutboundQueue {
         try body(&bytes)
     }
 
+    /// Appends `array` (whole frames or a whole HTTP response). An empty queue takes the
+    /// array's storage as its own instead of copying it (the caller's array is usually dropped
+    /// right after, leaving the storage to the queue alone).
+    mutating func append(adopting array: [UInt8]) {
+        guard bytes.isEmpty, tail.isEmpty, pong.isEmpty, !array.isEmpty else {
+            array.withUnsafeBytes { append($0) }
+            return
+        }
+        bytes = array
+        offset = 0
+    }
+
     mutating func append(_ raw: UnsafeRawBufferPointer) {
         materializeTail()
         compactIfMostlyWritten()

@@ -358,7 +358,10 @@ final class SocketChannel: EventLoopReceiver, EventLoopFlushable, EventLoopTimer
     /// Appends bytes (an HTTP response, a handshake request): exempt from ``limit``.
     @discardableResult
     func write(_ bytes: [UInt8]) -> OutboundStatus {
-        bytes.withUnsafeBytes { append($0) }
+        guard !isClosed else { return .queued }
+        queue.append(adopting: bytes)
+        flushSoon()
+        return outboundStatusAfterAppend()
     }
 
     /// Queues a pong answering a ping. While the socket accepts nothing, the pong waits in the
@@ -371,7 +374,7 @@ final class SocketChannel: EventLoopReceiver, EventLoopFlushable, EventLoopTimer
         if waitingForWritable {
             if queue.setPong(frame) && pingsWhileBlocked < .max { pingsWhileBlocked += 1 }
         } else {
-            frame.withUnsafeBytes { queue.append($0) }
+            queue.append(adopting: frame)
         }
         updateOutboundPause()
         flushSoon()

@@ -77,6 +77,13 @@ public final class EventLoop: @unchecked Sendable {
     /// The flushes `runFlushes` is running (empty between runs; its capacity is kept).
     private var flushing: [EventLoopFlushable] = []
     private var localJobs: [UnownedJob] = []
+    /// Spare arrays for the cross-thread work, swapped with ``Shared``'s under the lock by
+    /// `runPendingWork` and handed back empty with their capacity (up to ``keptWorkCapacity``),
+    /// so that queueing work does not allocate on every iteration.
+    private var runningJobs: [UnownedJob] = []
+    private var runningClosures: [@Sendable () -> Void] = []
+    /// Beyond this many entries a burst's array is let go rather than kept for the next.
+    private static let keptWorkCapacity = 1_024
     private var running = true
     /// Iterations of the loop so far: one per wait for I/O (loop-confined; for tests, which
     /// check that nothing wakes an idle loop over and over).
@@ -431,12 +438,21 @@ public final class EventLoop: @unchecked Sendable {
         // Bounded rounds so a busy loop still gets back to epoll (fairness for I/O).
         var rounds = 0
         repeat {
-            let (jobs, closures) = shared.withLock { s -> ([UnownedJob], [@Sendable () -> Void]) in
-                defer { s.jobs.removeAll(keepingCapacity: true); s.closures.removeAll(keepingCapacity: true) }
-                return (s.jobs, s.closures)
+            // Taken out of the properties while they run, so that nothing run here can see them.
+            var closures = runningClosures, jobs = runningJobs
+            runningClosures = []
+            runningJobs = []
+            shared.withLock { s in
+                swap(&s.jobs, &jobs)
+                swap(&s.closures, &closures)
             }
             for c in closures { c() }
             for j in jobs { run(j) }
+            let keep = Self.keptWorkCapacity
+            closures.removeAll(keepingCapacity: closures.capacity <= keep)
+            jobs.removeAll(keepingCapacity: jobs.capacity <= keep)
+            runningClosures = closures
+            runningJobs = jobs
             var local = localJobs
             localJobs = []
             for j in local { run(j) }
@@ -547,6 +563,9 @@ package final class EventLoopTimer {
 /// handshake's, a connection's keepalive), held each one until its deadline, 10 to 20 s later:
 /// hundreds of thousands of dead timers, and a heap as deep, under a steady churn.
 struct TimerHeap {
+    /// One reference per timer, nothing beside it: every idle connection has a timer here
+    /// (its keepalive), so an entry's size counts in idle memory. Ordering reads the
+    /// deadlines through the array's buffer, borrowing the timers (no reference counting).
     private var items: [EventLoopTimer] = []
     /// The size at which the next insert compacts: twice what the last compaction kept.
     private var compactAt = TimerHeap.minimumCompaction
@@ -564,13 +583,16 @@ struct TimerHeap {
 
     mutating func insert(_ t: EventLoopTimer) {
         if items.count >= compactAt { compact() }
+        let deadline = t.deadline
         items.append(t)
-        var i = items.count - 1
-        while i > 0 {
-            let parent = (i - 1) / 2
-            if items[parent].deadline <= items[i].deadline { break }
-            items.swapAt(parent, i)
-            i = parent
+        items.withUnsafeMutableBufferPointer { heap in
+            var i = heap.count - 1
+            while i > 0 {
+                let parent = (i - 1) / 2
+                if heap[parent].deadline <= deadline { break }
+                heap.swapAt(parent, i)
+                i = parent
+            }
         }
     }
 
@@ -592,16 +614,18 @@ struct TimerHeap {
     }
 
     private mutating func siftDown(from start: Int) {
-        var i = start
-        let n = items.count
-        while true {
-            let l = 2 * i + 1, r = l + 1
-            var m = i
-            if l < n && items[l].deadline < items[m].deadline { m = l }
-            if r < n && items[r].deadline < items[m].deadline { m = r }
-            if m == i { break }
-            items.swapAt(i, m)
-            i = m
+        items.withUnsafeMutableBufferPointer { heap in
+            var i = start
+            let n = heap.count
+            while true {
+                let l = 2 * i + 1, r = l + 1
+                var m = i
+                if l < n && heap[l].deadline < heap[m].deadline { m = l }
+                if r < n && heap[r].deadline < heap[m].deadline { m = r }
+                if m == i { break }
+                heap.swapAt(i, m)
+                i = m
+            }
         }
     }
 

@@ -154,8 +154,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
             case nil:
                 reject(Self.notFound(head), reason: nil)
             }
-        case .upgrade(let parsed):
-            var request = parsed
+        case .upgrade(var request):
             request.clientCertificate = channel.tlsPeerCertificate
             let remoteHost = remote.host
             request.remoteAddress = remoteHost == "?" ? nil : remoteHost
@@ -271,8 +270,8 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         }
     }
 
-    private func upgrade(_ request: WebSocketUpgradeRequest, route: WebSocketRoute, userInfo: [String: String],
-                         expiresAt: Date?, leftover: [UInt8]) {
+    private func upgrade(_ request: consuming WebSocketUpgradeRequest, route: WebSocketRoute,
+                         userInfo: [String: String], expiresAt: Date?, leftover: [UInt8]) {
         let subprotocol = server.configuration.subprotocols.first { request.subprotocols.contains($0) }
         var deflate: PerMessageDeflateParameters?
         if route.compression, let compression = server.configuration.connection.compression {
@@ -294,7 +293,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
         channel.write(response)
         channel.setReading(true)
         let connection = WebSocketConnection(channel: channel, role: .server, subprotocol: subprotocol,
-                                             request: Self.retained(request),
+                                             request: Self.retained(request),  // its last use: moved
                                              sharedConfiguration: server.sharedConnectionConfiguration,
                                              deflate: deflate, counters: server.counters, userInfo: userInfo)
         server.register(connection, peer: peer)
@@ -359,10 +358,9 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
 
     /// The request as the connection keeps it: without the fields only the handshake needed
     /// (their values are in the request's own properties), in storage of exactly its size.
-    static func retained(_ request: WebSocketUpgradeRequest) -> WebSocketUpgradeRequest {
-        var kept = request
-        kept.head.headers = request.head.headers.removingFields(named: handshakeOnlyFields)  // exact-size storage
-        return kept
+    static func retained(_ request: consuming WebSocketUpgradeRequest) -> WebSocketUpgradeRequest {
+        request.head.headers = request.head.headers.removingFields(named: handshakeOnlyFields)  // exact-size storage
+        return request
     }
 
     private static let handshakeOnlyFields = ["Upgrade", "Connection", "Sec-WebSocket-Key", "Sec-WebSocket-Version",
