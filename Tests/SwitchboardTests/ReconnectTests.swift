@@ -251,7 +251,33 @@ struct KeepaliveTests {
             try await Task.sleep(for: .milliseconds(10))
         }
         #expect(rtt != nil, "server never measured a ping round trip")
+        if let rtt { #expect(rtt >= .zero && rtt < .seconds(60), "implausible round trip \(rtt)") }
         #expect(await serverSide.connection?.isOpen == true)
+        await adapter.close()
+        await server.shutdown(timeout: .seconds(1))
+    }
+
+    /// Before any ping is answered there is no round trip (stored as -1 ns: nil, not a value).
+    @Test func noRoundTripBeforeAPingIsAnswered() async throws {
+        var config = WebSocketServerConfiguration()
+        config.connection.pingInterval = .seconds(600)
+        let server = WebSocketServer(configuration: config)
+        let serverSide = ConnectionBox()
+        server.route("/v1/ws") { connection in
+            await serverSide.set(connection)
+            for await _ in connection.messages() {}
+        }
+        let port = try await server.start()
+        let adapter = SocketAdapter()
+        let lines = try await adapter.connect(to: LocalEndpoint(port: port))
+        _ = lines
+        var connection: WebSocketConnection?
+        while connection == nil {  // the route stores it once it runs
+            connection = await serverSide.connection
+            if connection == nil { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        #expect(await connection?.lastPingRoundTrip == nil)
+        #expect(await adapter.lastPingRoundTrip == nil)
         await adapter.close()
         await server.shutdown(timeout: .seconds(1))
     }

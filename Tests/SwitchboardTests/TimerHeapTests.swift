@@ -13,7 +13,7 @@ struct TimerHeapTests {
         var kept: [UInt64] = []
         for i in 0..<5_000 {
             let deadline = generator.next() % 1_000_000
-            let timer = EventLoopTimer(deadline: deadline, body: {})
+            let timer = EventLoopClosureTimer(deadline: deadline, body: {})
             heap.insert(timer)
             if i % 3 == 0 { timer.cancel() } else { kept.append(deadline) }
         }
@@ -25,11 +25,11 @@ struct TimerHeapTests {
 
     @Test func cancelledTimersAreDroppedBeforeTheirDeadlines() {
         var heap = TimerHeap()
-        let live = (0..<100).map { EventLoopTimer(deadline: 1_000 + UInt64($0), body: {}) }
+        let live = (0..<100).map { EventLoopClosureTimer(deadline: 1_000 + UInt64($0), body: {}) }
         for timer in live { heap.insert(timer) }
         // A churning server: every timer cancelled soon after it was set, far from its deadline.
         for i in 0..<100_000 {
-            let timer = EventLoopTimer(deadline: 10_000_000 + UInt64(i), body: {})
+            let timer = EventLoopClosureTimer(deadline: 10_000_000 + UInt64(i), body: {})
             heap.insert(timer)
             timer.cancel()
         }

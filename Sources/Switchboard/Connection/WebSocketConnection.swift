@@ -160,7 +160,13 @@ public actor WebSocketConnection: EventLoopTimerTarget {
     public var compression: PerMessageDeflateParameters? { proto.deflate?.parameters }
 
     /// Round-trip time of the last keepalive ping answered (nil until one has been).
-    public private(set) var lastPingRoundTrip: Duration?
+    public var lastPingRoundTrip: Duration? {
+        lastPingRoundTripNanoseconds < 0 ? nil : .nanoseconds(lastPingRoundTripNanoseconds)
+    }
+    /// ``lastPingRoundTrip`` in nanoseconds, -1 until a ping has been answered: 8 bytes where a
+    /// `Duration?` takes 17, the difference between two malloc size classes for every
+    /// connection (idle memory).
+    private var lastPingRoundTripNanoseconds: Int64 = -1
 
     /// Longest we hold our close reply while the application answers messages it already has
     /// (1 s: ample for an echo or an acknowledgement, short enough for the peer's close timer).
@@ -560,8 +566,8 @@ public actor WebSocketConnection: EventLoopTimerTarget {
         guard var machine = keepalive,
               let rtt = machine.receivedPong(payload, now: EventLoop.now()) else { return }  // unsolicited: ignored
         keepalive = machine
-        lastPingRoundTrip = .nanoseconds(Int64(clamping: rtt))
-        if let lastPingRoundTrip { counters?.pingAnswered(after: lastPingRoundTrip) }
+        lastPingRoundTripNanoseconds = Int64(clamping: rtt)
+        counters?.pingAnswered(after: .nanoseconds(lastPingRoundTripNanoseconds))
         armKeepaliveTimer()
     }
 
