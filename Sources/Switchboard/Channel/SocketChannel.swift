@@ -89,7 +89,12 @@ final class SocketChannel: EventLoopReceiver, EventLoopFlushable, EventLoopTimer
 
     /// Outgoing plaintext, private: writers go through ``append(exempt:_:)``, ``write(_:)`` and
     /// ``queuePong(_:)``.
-    private var queue = OutboundQueue()
+    ///
+    /// Not checked for exclusive access at run time (`@exclusivity(unchecked)`, like the
+    /// connection's protocol state; it is touched several times per write): loop-confined,
+    /// and the closures its `append` and `drain` run only serialize a frame or write to the
+    /// socket or TLS session, never touching this channel.
+    @exclusivity(unchecked) private var queue = OutboundQueue()
     /// Plaintext handed to TLS at a time.
     private static let tlsBatch = 64 << 10
 

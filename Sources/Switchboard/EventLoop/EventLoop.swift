@@ -72,10 +72,14 @@ public final class EventLoop: @unchecked Sendable {
     // Loop-confined state.
     private var handlers: [EventLoopIOHandler?] = []
     private var freeSlots: [Int] = []
-    private var timers = TimerHeap()
-    private var flushQueue: [EventLoopFlushable] = []
+    // The timer heap and the flush queues are not checked for exclusive access at run time
+    // (`@exclusivity(unchecked)`: used several times per connection cycle): loop-confined, and
+    // nothing runs inside their accesses (a timer fires, a channel flushes, after the timer or
+    // the queue is taken out).
+    @exclusivity(unchecked) private var timers = TimerHeap()
+    @exclusivity(unchecked) private var flushQueue: [EventLoopFlushable] = []
     /// The flushes `runFlushes` is running (empty between runs; its capacity is kept).
-    private var flushing: [EventLoopFlushable] = []
+    @exclusivity(unchecked) private var flushing: [EventLoopFlushable] = []
     private var localJobs: [UnownedJob] = []
     /// Spare arrays for the cross-thread work, swapped with ``Shared``'s under the lock by
     /// `runPendingWork` and handed back empty with their capacity (up to ``keptWorkCapacity``),

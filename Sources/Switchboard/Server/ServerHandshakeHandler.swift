@@ -12,7 +12,8 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
     /// The peer's address while ``WebSocketServerConfiguration/maxConnectionsPerAddress`` counts
     /// it (nil when the cap is off).
     private let peer: PeerAddressKey?
-    private var parser: HTTPRequestParser
+    /// Unchecked for exclusive access at run time: a plain value that calls out to nothing.
+    @exclusivity(unchecked) private var parser: HTTPRequestParser
     /// Cuts off the whole handshake: the request, `authenticate`, and the TLS handshake.
     private var timer: EventLoopTimer?
     private var done = false
