@@ -460,10 +460,14 @@ public struct WebSocketProtocol {
     }
 
     private func writeFrame<G: RandomNumberGenerator>(_ opcode: WebSocketOpcode, payload: [UInt8], into buffer: inout [UInt8], using rng: inout G) {
-        payload.withUnsafeBytes { writeFrame(opcode, payload: $0, into: &buffer, using: &rng) }
+        let role = self.role  // the closure captures this, not a copy of the whole machine
+        payload.withUnsafeBytes { Self.writeFrame(opcode, role: role, payload: $0, into: &buffer, using: &rng) }
     }
 
-    private func writeFrame<G: RandomNumberGenerator>(_ opcode: WebSocketOpcode, payload: UnsafeRawBufferPointer, into buffer: inout [UInt8], using rng: inout G) {
+    /// Static, and given only the role: called from closures (a close payload built on the
+    /// stack), where calling an instance method would capture a copy of the whole machine
+    /// (its queues and buffers retained and released for every close frame).
+    private static func writeFrame<G: RandomNumberGenerator>(_ opcode: WebSocketOpcode, role: WebSocketRole, payload: UnsafeRawBufferPointer, into buffer: inout [UInt8], using rng: inout G) {
         let key: WebSocketMaskingKey? = role == .client ? WebSocketMaskingKey(using: &rng) : nil
         WebSocketFrameSerializer.writeFrame(opcode: opcode, payload: payload, maskingKey: key, into: &buffer)
     }
@@ -487,7 +491,7 @@ public struct WebSocketProtocol {
             WebSocketFrameSerializer.writeFrame(opcode: opcode, rsv: 0b100, payload: compressed, maskingKey: key, into: &buffer)
             return
         }
-        writeFrame(opcode, payload: payload, into: &buffer, using: &rng)
+        Self.writeFrame(opcode, role: role, payload: payload, into: &buffer, using: &rng)
     }
 
     /// Whether ``writeMessage(_:payload:into:using:compress:)-(_,UnsafeRawBufferPointer,_,_,_)``
@@ -576,15 +580,18 @@ public struct WebSocketProtocol {
     @discardableResult
     public mutating func writeClose<G: RandomNumberGenerator>(code: WebSocketCloseCode, reason: String, into buffer: inout [UInt8], using rng: inout G) throws(WebSocketStateError) -> WebSocketCloseProgress {
         guard code.isSendable else { throw .invalidArgument }
+        let role = self.role
         switch state {
         case .open:
-            WebSocketFrameSerializer.withClosePayload(code: code, reason: reason) { writeFrame(.close, payload: $0, into: &buffer, using: &rng) }
+            WebSocketFrameSerializer.withClosePayload(code: code, reason: reason) {
+                Self.writeFrame(.close, role: role, payload: $0, into: &buffer, using: &rng)
+            }
             state = .closing
             return .waitingForPeer
         case .closeReceived:
             guard let reply = closeReply else { return .alreadySent }
             WebSocketFrameSerializer.withClosePayload(code: reply.code, reason: reply.reason) {
-                writeFrame(.close, payload: $0, into: &buffer, using: &rng)
+                Self.writeFrame(.close, role: role, payload: $0, into: &buffer, using: &rng)
             }
             terminate(reply.status)
             return .complete(reply.status)

@@ -453,14 +453,14 @@ public final class EventLoop: @unchecked Sendable {
             for c in closures { c() }
             for j in jobs { run(j) }
             let keep = Self.keptWorkCapacity
-            closures.removeAll(keepingCapacity: closures.capacity <= keep)
-            jobs.removeAll(keepingCapacity: jobs.capacity <= keep)
+            closures.empty(keepingCapacity: closures.capacity <= keep)
+            jobs.empty(keepingCapacity: jobs.capacity <= keep)
             runningClosures = closures
             runningJobs = jobs
             var local = localJobs
             localJobs = []
             for j in local { run(j) }
-            local.removeAll(keepingCapacity: true)
+            local.empty(keepingCapacity: true)
             if localJobs.isEmpty { localJobs = local }
             rounds += 1
         } while !localJobs.isEmpty && rounds < 16
@@ -474,7 +474,7 @@ public final class EventLoop: @unchecked Sendable {
         while !flushQueue.isEmpty {
             swap(&flushQueue, &flushing)
             for f in flushing { f.flushAtEndOfIteration() }
-            flushing.removeAll(keepingCapacity: true)
+            flushing.empty(keepingCapacity: true)
         }
     }
 
@@ -519,6 +519,22 @@ extension EventLoop: SerialExecutor, TaskExecutor {
     /// Whether `other` is this loop: one loop is one thread.
     public func isSameExclusiveExecutionContext(other: EventLoop) -> Bool {
         self === other
+    }
+}
+
+extension Array {
+    /// Removes every element: `removeAll(keepingCapacity:)` without its general path
+    /// (`replaceSubrange` with an empty collection, about 2% of the loop's user time in the
+    /// churn profile, where it runs four times per iteration, mostly on empty or one-element
+    /// arrays). Elements are released from the end; the storage is kept when asked and not
+    /// shared (a shared one is copied once, as `removeAll` would not, then emptied).
+    @inline(__always)
+    fileprivate mutating func empty(keepingCapacity: Bool) {
+        guard keepingCapacity else {
+            if capacity > 0 { self = [] }
+            return
+        }
+        while popLast() != nil {}
     }
 }
 

@@ -144,7 +144,7 @@ final class ServerHandshakeHandler: SocketChannelDelegate, @unchecked Sendable {
                    reason: .badRequest)
             return
         }
-        switch kind {
+        switch consume kind {  // moved out, not copied: the request is about ten references
         case .plainHTTP(let head):
             // Plain HTTP answers (reason nil) are not counted as refused upgrades.
             switch server.httpHandler {
