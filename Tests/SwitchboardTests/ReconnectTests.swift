@@ -231,9 +231,12 @@ struct ReconnectTests {
 
 @Suite("Keepalive and dead-peer detection")
 struct KeepaliveTests {
-    @Test func keepalivePingsMeasureRoundTrip() async throws {
+    /// A server pinging every `pingInterval` whose route stores its connection in `serverSide`,
+    /// and an adapter connected to it; both are closed after `body`.
+    private func withPingingServer(pingInterval: Duration,
+                                   _ body: (ConnectionBox, SocketAdapter) async throws -> Void) async throws {
         var config = WebSocketServerConfiguration()
-        config.connection.pingInterval = .milliseconds(50)
+        config.connection.pingInterval = pingInterval
         let server = WebSocketServer(configuration: config)
         let serverSide = ConnectionBox()
         server.route("/v1/ws") { connection in
@@ -244,42 +247,36 @@ struct KeepaliveTests {
         let adapter = SocketAdapter()
         let lines = try await adapter.connect(to: LocalEndpoint(port: port))
         _ = lines
-        var rtt: Duration?
-        let deadline = ContinuousClock.now + .seconds(60)       // ends a failing run only
-        while ContinuousClock.now < deadline {
-            if let c = await serverSide.connection, let r = await c.lastPingRoundTrip { rtt = r; break }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        #expect(rtt != nil, "server never measured a ping round trip")
-        if let rtt { #expect(rtt >= .zero && rtt < .seconds(60), "implausible round trip \(rtt)") }
-        #expect(await serverSide.connection?.isOpen == true)
+        try await body(serverSide, adapter)
         await adapter.close()
         await server.shutdown(timeout: .seconds(1))
     }
 
+    @Test func keepalivePingsMeasureRoundTrip() async throws {
+        try await withPingingServer(pingInterval: .milliseconds(50)) { serverSide, _ in
+            var rtt: Duration?
+            let deadline = ContinuousClock.now + .seconds(60)       // ends a failing run only
+            while ContinuousClock.now < deadline {
+                if let c = await serverSide.connection, let r = await c.lastPingRoundTrip { rtt = r; break }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(rtt != nil, "server never measured a ping round trip")
+            if let rtt { #expect(rtt >= .zero && rtt < .seconds(60), "implausible round trip \(rtt)") }
+            #expect(await serverSide.connection?.isOpen == true)
+        }
+    }
+
     /// Before any ping is answered there is no round trip (stored as -1 ns: nil, not a value).
     @Test func noRoundTripBeforeAPingIsAnswered() async throws {
-        var config = WebSocketServerConfiguration()
-        config.connection.pingInterval = .seconds(600)
-        let server = WebSocketServer(configuration: config)
-        let serverSide = ConnectionBox()
-        server.route("/v1/ws") { connection in
-            await serverSide.set(connection)
-            for await _ in connection.messages() {}
+        try await withPingingServer(pingInterval: .seconds(600)) { serverSide, adapter in
+            var connection: WebSocketConnection?
+            while connection == nil {  // the route stores it once it runs
+                connection = await serverSide.connection
+                if connection == nil { try await Task.sleep(for: .milliseconds(5)) }
+            }
+            #expect(await connection?.lastPingRoundTrip == nil)
+            #expect(await adapter.lastPingRoundTrip == nil)
         }
-        let port = try await server.start()
-        let adapter = SocketAdapter()
-        let lines = try await adapter.connect(to: LocalEndpoint(port: port))
-        _ = lines
-        var connection: WebSocketConnection?
-        while connection == nil {  // the route stores it once it runs
-            connection = await serverSide.connection
-            if connection == nil { try await Task.sleep(for: .milliseconds(5)) }
-        }
-        #expect(await connection?.lastPingRoundTrip == nil)
-        #expect(await adapter.lastPingRoundTrip == nil)
-        await adapter.close()
-        await server.shutdown(timeout: .seconds(1))
     }
 
     @Test func deadPeerIsClosedWith1011AfterPongTimeout() async throws {
