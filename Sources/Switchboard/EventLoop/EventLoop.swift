@@ -526,8 +526,8 @@ extension Array {
     /// Removes every element: `removeAll(keepingCapacity:)` without its general path
     /// (`replaceSubrange` with an empty collection, about 2% of the loop's user time in the
     /// churn profile, where it runs four times per iteration, mostly on empty or one-element
-    /// arrays). Elements are released from the end; the storage is kept when asked and not
-    /// shared (a shared one is copied once, as `removeAll` would not, then emptied).
+    /// arrays). Elements are released from the end and the storage is kept when asked (popping
+    /// would first copy a shared storage; the loop's arrays are not shared when emptied).
     @inline(__always)
     fileprivate mutating func empty(keepingCapacity: Bool) {
         guard keepingCapacity else {
