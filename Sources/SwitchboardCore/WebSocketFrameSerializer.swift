@@ -55,7 +55,13 @@ public enum WebSocketFrameSerializer {
     /// "compressed" bit).
     public static func writeFrame(opcode: WebSocketOpcode, fin: Bool = true, rsv: UInt8 = 0, payload: UnsafeRawBufferPointer, maskingKey: WebSocketMaskingKey?, into buffer: inout [UInt8]) {
         let start = buffer.count
-        buffer.reserveCapacity(start + headerSize(payloadLength: payload.count, masked: maskingKey != nil) + payload.count)
+        let needed = start + headerSize(payloadLength: payload.count, masked: maskingKey != nil) + payload.count
+        if buffer.capacity < needed {
+            // Geometric, like appending: `reserveCapacity` allocates exactly what it is asked
+            // for, so frames written one after another into one buffer (a burst queued between
+            // two flushes) would each reallocate and copy everything before them.
+            buffer.reserveCapacity(start == 0 ? needed : max(needed, 2 * buffer.capacity))
+        }
         let header = WebSocketFrameHeader(fin: fin, rsv: rsv, opcode: opcode, maskingKey: maskingKey, payloadLength: UInt64(payload.count))
         writeHeader(header, into: &buffer)
         let payloadStart = buffer.count

@@ -58,6 +58,23 @@ struct WebSocketFrameSerializerTests {
         #expect(payload == Self.hello)
     }
 
+    /// Frames written one after another into one buffer (a burst queued between two flushes)
+    /// grow it geometrically, as appending does: an exact reservation per frame reallocated
+    /// and copied the whole buffer at every frame.
+    @Test func framesWrittenIntoOneBufferGrowItGeometrically() {
+        var buffer: [UInt8] = []
+        var reallocations = 0
+        let payload = [UInt8](repeating: 0x61, count: 16)
+        for _ in 0..<10_000 {
+            let before = buffer.capacity
+            WebSocketFrameSerializer.writeFrame(opcode: .text, payload: payload, maskingKey: nil, into: &buffer)
+            if buffer.capacity != before { reallocations += 1 }
+        }
+        #expect(buffer.count == 10_000 * 18)
+        // 180,000 bytes from nothing: about 14 doublings.
+        #expect(reallocations <= 20, "\(reallocations) reallocations")
+    }
+
     @Test func writeHeaderEncodesRsvBits() {
         var buffer: [UInt8] = []
         WebSocketFrameSerializer.writeHeader(WebSocketFrameHeader(fin: false, rsv: 5, opcode: .binary, maskingKey: nil, payloadLength: 1), into: &buffer)
