@@ -239,3 +239,67 @@ struct OutboundQueueTests {
         #expect(q.storageCapacity == 0)
     }
 }
+
+extension OutboundQueueTests {
+    /// What a task-per-connection route queues for a peer that does not read (the silent-peers
+    /// trigger): each echo is a header and its payload by reference, until the queue is above
+    /// its 1 MiB high-water mark, then a keepalive ping or a close frame behind them. The queue's
+    /// storage must stay close to the bytes it holds: copying the payloads into one contiguous
+    /// array that doubles as it grows held 2 MiB of storage for 1.06 MiB queued, per connection.
+    @Test func storageStaysCloseToTheQueuedBytesWhenPayloadsByReferenceBackUp() {
+        var q = OutboundQueue()
+        let highWaterMark = 1 << 20
+        let message = 64 << 10
+        var expected: UInt8 = 0
+        func bytes(_ n: Int) -> [UInt8] {
+            (0..<n).map { _ in defer { expected &+= 1 }; return expected }
+        }
+        var sent = 0
+        // Storage beyond the queued bytes, at its most after any append.
+        var mostSlack = 0
+        while q.count <= highWaterMark {
+            let header = bytes(4)
+            q.append { $0 += header }
+            q.appendReference(bytes(message))
+            sent += 4 + message
+            mostSlack = max(mostSlack, q.storageCapacity - q.count)
+        }
+        let ping = bytes(2)
+        q.append { $0 += ping }
+        sent += 2
+        mostSlack = max(mostSlack, q.storageCapacity - q.count)
+        #expect(q.count == sent)
+        // Slack: at most a chunk of small frames being filled, and the payloads' own capacity.
+        let slack = 2 * (64 << 10)
+        #expect(mostSlack <= slack, "storage reached \(mostSlack) bytes above what was queued")
+        // Written bytes are released as they go, not when the queue empties.
+        var sink = Sink(capacity: sent / 2)
+        #expect(q.drain { sink.take($0, $1) } == .blocked)
+        #expect(q.storageCapacity <= q.count + slack + message, "storage \(q.storageCapacity) bytes for \(q.count) queued")
+        sink.capacity = .max
+        #expect(q.drain { sink.take($0, $1) } == .empty)
+        var check: UInt8 = 0
+        let inOrder = sink.written.allSatisfy { byte in defer { check &+= 1 }; return byte == check }
+        #expect(inOrder && sink.written.count == sent)
+        #expect(q.storageCapacity == 0)
+    }
+
+    /// A burst of small frames between two flushes (a broadcast to a slow subscriber) spans
+    /// many chunks of storage: every byte comes out in order, and the storage stays close to
+    /// what is queued.
+    @Test func aBurstOfSmallFramesKeepsEveryByteInOrder() {
+        var q = OutboundQueue()
+        var expected: UInt8 = 0
+        for _ in 0..<20_000 {
+            let frame = (0..<18).map { _ in defer { expected &+= 1 }; return expected }
+            q.append { $0 += frame }
+        }
+        #expect(q.count == 20_000 * 18)
+        #expect(q.storageCapacity <= q.count + 2 * (64 << 10))
+        var sink = Sink(capacity: .max)
+        #expect(q.drain { sink.take($0, $1) } == .empty)
+        var check: UInt8 = 0
+        #expect(sink.written.count == 20_000 * 18)
+        #expect(sink.written.allSatisfy { byte in defer { check &+= 1 }; return byte == check })
+    }
+}
