@@ -17,8 +17,9 @@
 ///   mark keeps it non-empty) holds its unwritten bytes, the written part of the chunk being
 ///   written, and the spare capacity of the last chunk (under ``chunkSize``, or one frame) —
 ///   nothing is ever moved or copied to keep it so, and a chunk never grows past
-///   ``chunkSize`` by doubling. (One contiguous array, as before, held up to twice the queued
-///   bytes: 2 MiB for a connection at its 1 MiB high-water mark.)
+///   ``chunkSize`` by doubling. (A single contiguous array, copying each payload in behind the
+///   last, held up to twice the queued bytes: 2 MiB for a connection at its 1 MiB high-water
+///   mark.)
 /// - Storage is released once everything has been written: an idle connection holds no buffer.
 struct OutboundQueue {
     /// Small frames share a chunk until it holds this many bytes; then the next frame starts a
@@ -61,11 +62,11 @@ struct OutboundQueue {
     mutating func append<E: Error>(_ body: (inout [UInt8]) throws(E) -> Void) throws(E) {
         if rest.count > restHead {
             if !lastTakesAppends || Self.isFull(rest[rest.count - 1]) { startChunk(after: rest[rest.count - 1]) }
-            let before = rest[rest.count - 1].count
-            defer { appended += rest[rest.count - 1].count - before }
-            try body(&rest[rest.count - 1])
         } else if !lastTakesAppends || Self.isFull(first) {
             startChunk(after: first)
+        }
+        // The last chunk: `first` only while nothing is queued behind it.
+        if rest.count > restHead {
             let before = rest[rest.count - 1].count
             defer { appended += rest[rest.count - 1].count - before }
             try body(&rest[rest.count - 1])
