@@ -104,9 +104,11 @@ struct OutboundQueue {
             array.withUnsafeBytes { append($0) }
             return
         }
+        // Never appended to, like a large copy (see ``append(_:)``): its storage is usually
+        // exactly its size, and would double for the next small frame.
         rest.append(array)
         appended += array.count
-        lastTakesAppends = true
+        lastTakesAppends = false
     }
 
     /// Arrays at least this large are queued as chunks of their own rather than copied.
